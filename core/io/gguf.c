@@ -372,6 +372,13 @@ static char *dup_n(const char *s, size_t n) {
 }
 
 /* The value of one KV (type already read). */
+/* Whether s holds a control character (keys and tensor names are echoed in messages: one line each). */
+static bool has_control(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return true;
+    return false;
+}
+
 static int rd_value(Cur *c, GgufKV *kv) {
     gguf_vtype t = kv->type;
     if (t == GGUF_STR) {
@@ -429,7 +436,9 @@ static int rd_kvs(Cur *c, GgufFile *f, uint64_t nkv) {
         size_t kl;
         uint32_t t;
         if (rd_str(c, &k, &kl, "a metadata key") || !(kv->key = dup_n(k, kl))) return AL_ERR;
-        if (kl == 0 || strlen(kv->key) != kl) return al_err("%s: GGUF metadata key %llu is empty or holds a NUL byte", c->where, (unsigned long long)i);
+        if (kl == 0 || strlen(kv->key) != kl || has_control(kv->key))
+            return al_err("%s: GGUF metadata key %llu is empty or holds a NUL byte or a control character", c->where,
+                          (unsigned long long)i);
         if (rd_u32(c, &t, kv->key)) return AL_ERR;
         if (t >= GGUF_NTYPES) return al_err("%s: GGUF key %s has unknown value type %u", c->where, kv->key, t);
         kv->type = (gguf_vtype)t;
@@ -446,7 +455,8 @@ static int rd_tensor(Cur *c, GgufTensor *t) {
     size_t len;
     uint32_t nd, ty;
     if (rd_str(c, &s, &len, "a tensor name") || !(t->name = dup_n(s, len))) return AL_ERR;
-    if (len == 0 || strlen(t->name) != len) return al_err("%s: a GGUF tensor name is empty or holds a NUL byte", c->where);
+    if (len == 0 || strlen(t->name) != len || has_control(t->name))
+        return al_err("%s: a GGUF tensor name is empty or holds a NUL byte or a control character", c->where);
     if (rd_u32(c, &nd, t->name)) return AL_ERR;
     if (nd < 1 || nd > GGUF_MAX_DIMS) return al_err("%s: GGUF tensor %s has %u dims (1 to 4 allowed)", c->where, t->name, nd);
     t->ndim = (int)nd;

@@ -648,7 +648,9 @@ static const GgufKV *gguf_arr_of(const GgufFile *f, const char *key, gguf_vtype 
     return kv;
 }
 
-/* Piece i of a GGUF's tokens (spaces as U+2581 in "llama": restored), typed ty. */
+/* Piece i of a GGUF's tokens (spaces as U+2581 in "llama": restored), typed ty. A CONTROL / USER_DEFINED
+ * piece is its text to a NUL byte; an empty one is no added text (as tokenizer.json's empty content is
+ * skipped): matched, it looped. */
 static int gguf_piece(Tokenizer *t, int i, const char *s, size_t len, int ty, bool spm) {
     sbuf b = {0};
     int rc = sb_add(&b, "", 0);
@@ -656,10 +658,11 @@ static int gguf_piece(Tokenizer *t, int i, const char *s, size_t len, int ty, bo
         if (spm && k + 3 <= len && memcmp(s + k, "\xe2\x96\x81", 3) == 0) { rc = sb_add(&b, " ", 1); k += 3; }
         else rc = sb_add(&b, s + k++, 1);
     if (rc == AL_OK && ty == 5) rc = AL_OK;                                   /* UNUSED: no piece */
-    else if (rc == AL_OK && (ty == 3 || ty == 4)) {                           /* CONTROL, USER_DEFINED */
+    else if (rc == AL_OK && (ty == 3 || ty == 4) && b.p[0]) {                 /* CONTROL, USER_DEFINED */
+        size_t n = strlen(b.p);                 /* to a NUL byte, as the copies: plen past them overread */
         t->piece[i] = al_strdup(b.p);
-        t->plen[i] = b.n;
-        t->added[t->nadded] = (added_tok){al_strdup(b.p), b.n, i, ty == 3};
+        t->plen[i] = n;
+        t->added[t->nadded] = (added_tok){al_strdup(b.p), n, i, ty == 3};
         rc = t->piece[i] && t->added[t->nadded].s ? AL_OK : AL_ERR;
         t->nadded += rc == AL_OK && !spm;                                    /* SPM: run.c matches no added text */
         if (spm) { free(t->added[t->nadded].s); t->added[t->nadded].s = NULL; }
@@ -706,8 +709,11 @@ static int gguf_merges(Tokenizer *t, const GgufFile *f) {
     if (!pre || !strcmp(pre, "gpt-2") || !strcmp(pre, "default")) t->pattern = PT_GPT2;
     else if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3")) t->pattern = PT_LLAMA3;
     else if (!strcmp(pre, "qwen2")) t->pattern = PT_QWEN2;
-    else return al_err("%s: tokenizer.ggml.pre '%s' is not a pre-tokenizer attnlab implements (gpt-2, llama-bpe, "
-                       "qwen2); tokenize elsewhere and use `ppl ids FILE`", t->path, pre);
+    else {
+        char shown[64];
+        return al_err("%s: tokenizer.ggml.pre '%s' is not a pre-tokenizer attnlab implements (gpt-2, llama-bpe, "
+                      "qwen2); tokenize elsewhere and use `ppl ids FILE`", t->path, al_printable(pre, shown, sizeof shown));
+    }
     return AL_OK;
 }
 
@@ -734,9 +740,11 @@ static int load_gguf(Tokenizer *t) {
     if (gguf_open(t->path, &f) != AL_OK) return AL_ERR;
     const char *model = gguf_get_str(f, "tokenizer.ggml.model");
     bool spm = model && strcmp(model, "llama") == 0;
-    int rc = !model ? al_err("%s: no tokenizer in the file (no tokenizer.ggml.model)", t->path)
+    char shown[64];
+    int rc = !model ? al_err("%s: no tokenizer in the file (%s)", t->path, gguf_kv_find(f, "tokenizer.ggml.model")
+                             ? "tokenizer.ggml.model is not a string" : "no tokenizer.ggml.model")
              : !spm && strcmp(model, "gpt2") ? al_err("%s: tokenizer.ggml.model '%s' is not one attnlab reads (llama, "
-                                                     "gpt2)", t->path, model)
+                                                     "gpt2)", t->path, al_printable(model, shown, sizeof shown))
              : gguf_pieces(t, f, spm);
     if (rc == AL_OK && !spm) rc = gguf_merges(t, f);
     if (rc == AL_OK) rc = gguf_specials(t, f, spm);
@@ -905,6 +913,7 @@ static int scratch_fit(enc_scratch *s, size_t n) {
 /* Merges the symbols in s->sym[from..] and appends the result to out. */
 static int merge_append(const Tokenizer *t, enc_scratch *s, size_t from, ibuf *out) {
     size_t n = s->sym.n - from;
+    if (n == 0) return AL_OK;                   /* nothing pushed (every piece empty): s->sym.p may be NULL */
     if (scratch_fit(s, n) != AL_OK) return AL_ERR;
     n = bpe_merge(t, s->sym.p + from, n, s->pri, s->mid, &s->tmp);
     for (size_t i = 0; i < n; i++)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "al.h"
 
@@ -689,7 +690,7 @@ typedef struct {
 } LEnt;
 
 typedef struct {
-    const GgufFile *f;
+    GgufFile *f;
     const GgufArch *a;
     ModelConfig c;            /* the dims the transforms need */
     LEnt *ent;
@@ -707,21 +708,38 @@ static int back_check(const Back *b, const GgufTensor *g, uint64_t n0, uint64_t 
 
 static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP || xf == XF_EXP_DOWN; }
 
-/* The dtype a tensor is read back in: an F16 / BF16 one keeps its own (as the safetensors loader keeps a BF16
+/* The dtype entry l is read back in: an F16 / BF16 one keeps its own (as the safetensors loader keeps a BF16
  * tensor: the forward pass and the analyses read it through matmul.c's weight views, so a BF16 GGUF computes as
- * its BF16 source) when the transform only moves its elements (a copy, a transpose, a permutation of rows:
- * the values, widened, moved and rounded back, are the file's bit for bit); F32 otherwise -- Q8_0 and MXFP4
- * (dequantized), Gemma's norms stored plus one (arithmetic), kv_b_proj joined from two tensors, experts. */
-static dt_type back_dtype(const GgufTensor *g, gguf_xf xf) {
-    if (xf == XF_PLUS1 || xf == XF_K_B || xf_experts(xf)) return DT_F32;
+ * its BF16 source) when the transform only moves its elements -- a copy, a transpose, a permutation of rows,
+ * kv_b_proj joined from attn_k_b (transposed per head) and attn_v_b, gpt-oss's experts joined from gate / up
+ * (columns interleaved, transposed per expert): the values, widened, moved and rounded back, are the file's
+ * bit for bit -- and its sources share one type; F32 otherwise: Q8_0 and MXFP4 (dequantized), Gemma's norms
+ * stored plus one (arithmetic: w = stored - 1 is not a BF16 value in general), a join of two types. */
+static dt_type back_dtype(const LEnt *l) {
+    const GgufTensor *g = l->src[0];
+    if (l->xf == XF_PLUS1 || (l->src[1] && l->src[1]->type != g->type)) return DT_F32;
     return g->type == GG_BF16 ? DT_BF16 : g->type == GG_F16 ? DT_F16 : DT_F32;
 }
 
-/* Places entry l's R x C values at the next 64-byte boundary of the buffer. */
-static void back_place(Back *b, LEnt *l, size_t numel) {
-    l->e.begin = (b->off + 63) & ~(size_t)63;
-    l->e.end = l->e.begin + numel * dt_size(l->e.dtype);
-    b->off = l->e.end;
+/* Why entry l is widened (NULL: it is not, or its stored type is no 16-bit float). */
+static const char *back_widened(const LEnt *l) {
+    gg_type t = l->src[0]->type;
+    if ((t != GG_BF16 && t != GG_F16) || back_dtype(l) != DT_F32) return NULL;
+    return l->xf == XF_PLUS1 ? "norms stored plus one" : "joined from two types";
+}
+
+/* Gives every entry its dtype (back_dtype: once its sources are all known) and places its values at the next
+ * 64-byte boundary of the buffer. */
+static void back_place(Back *b) {
+    for (size_t i = 0; i < b->n; i++) {
+        LEnt *l = &b->ent[i];
+        size_t numel = 1;
+        for (int d = 0; d < l->e.ndim; d++) numel *= l->e.shape[d];
+        l->e.dtype = back_dtype(l);
+        l->e.begin = (b->off + 63) & ~(size_t)63;
+        l->e.end = l->e.begin + numel * dt_size(l->e.dtype);
+        b->off = l->e.end;
+    }
 }
 
 /* gpt-oss's experts back into the HF tensors (owns hf): ffn_gate_exps / ffn_up_exps (D, I, E) join as
@@ -750,7 +768,6 @@ static int back_experts(Back *b, const GgufMap *t, const GgufTensor *g, char *hf
     if (!w) sh[1] = 2 * a;                                   /* [E, 2I] */
     else if (t->xf == XF_EXP_DOWN) sh[1] = a, sh[2] = c;     /* [E, I, D] */
     else sh[1] = a, sh[2] = 2 * c;                           /* [E, D, 2I] */
-    back_place(b, l, sh[0] * sh[1] * (w ? sh[2] : 1));
     return AL_OK;
 }
 
@@ -794,7 +811,6 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     LEnt *l = &b->ent[b->n++];
     memset(l, 0, sizeof *l);
     l->e.name = hf;
-    l->e.dtype = back_dtype(g, t->xf);
     l->src[0] = g;
     l->xf = t->xf;
     size_t R = (size_t)g->ne[1], C = (size_t)g->ne[0];
@@ -816,7 +832,6 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
     l->e.ndim = g->ndim == 1 ? 1 : 2;
     l->e.shape[0] = g->ndim == 1 ? C : R;
     l->e.shape[1] = g->ndim == 1 ? 0 : C;
-    back_place(b, l, R * C);
     return rc;
 }
 
@@ -892,10 +907,22 @@ static int back_fill_as(const Back *b, const LEnt *l, uint8_t *dst) {
     return rc;
 }
 
+/* The buffer the tensors are read back into: a shared mapping of a memory file, not anonymous memory, since the
+ * store hands read pages back (st_release: madvise DONTNEED), which zeroes an anonymous private mapping -- a
+ * layer read twice (a truncation, then its export) was zeros after its first page -- and only drops the page
+ * table entries of a shared one, the values staying in the memory file. NULL: out of memory. */
+static uint8_t *back_map(size_t size) {
+    int fd = memfd_create("attnlab-gguf", MFD_CLOEXEC);
+    if (fd < 0) return NULL;
+    void *map = ftruncate(fd, (off_t)size) == 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    return map == MAP_FAILED ? NULL : map;
+}
+
 static int back_store(Back *b, const char *path, Store **store) {
     size_t size = b->off ? b->off : 1;
-    uint8_t *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) return al_err("%s: cannot allocate %zu bytes for its tensors", path, size);
+    uint8_t *map = back_map(size);
+    if (!map) return al_err("%s: cannot allocate %zu bytes for its tensors", path, size);
     int rc = AL_OK;
     for (size_t i = 0; rc == AL_OK && i < b->n; i++) rc = back_fill_as(b, &b->ent[i], map + b->ent[i].e.begin);
     st_entry *e = rc == AL_OK ? al_calloc(b->n ? b->n : 1, sizeof *e, "tensor entries") : NULL;
@@ -958,45 +985,89 @@ void gguf_arch_list(char *buf, size_t cap) {
     }
 }
 
+/* Opens the GGUF at path and maps its tensors back (*b, its entries placed; *json: its config.json text, caller
+ * frees, as back_free frees *b's). */
+static int back_open(const char *path, Back *b, char **json) {
+    *json = NULL;
+    *b = (Back){0};
+    GgufFile *f;
+    if (gguf_open(path, &f) != AL_OK) return AL_ERR;
+    b->f = f;
+    const char *arch = gguf_get_str(f, "general.architecture");
+    const GgufArch *a = b->a = arch_row(arch);
+    char known[160], shown[64];
+    if (!a) gguf_arch_list(known, sizeof known);
+    int rc = a ? AL_OK : al_err("%s: GGUF architecture '%s': attnlab reads %s", path,
+                                arch ? al_printable(arch, shown, sizeof shown) : "(none)", known);
+    cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
+    if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");
+    *json = rc == AL_OK ? cJSON_Print(c) : NULL;
+    cJSON_Delete(c);
+    int64_t layers = rc == AL_OK ? gint(f, a, "block_count", 0) : 0;
+    if (rc == AL_OK && (layers < 0 || (uint64_t)layers > gguf_tensor_count(f)))   /* each layer holds tensors */
+        rc = al_err("%s: %s.block_count %lld: the file holds %zu tensors", path, a->arch, (long long)layers,
+                    gguf_tensor_count(f));
+    if (rc == AL_OK) rc = *json ? model_config_parse(*json, path, &b->c) : al_err("out of memory");
+    if (rc == AL_OK) rc = back_collect(b);
+    if (rc == AL_OK) back_place(b);
+    return rc;
+}
+
+static void back_free(Back *b) {
+    for (size_t i = 0; i < b->n; i++) free(b->ent[i].e.name);
+    free(b->ent);
+    gguf_close(b->f);
+}
+
 int gguf_model_open(const char *path, Store **store, char **config_json) {
     *store = NULL;
     *config_json = NULL;
-    GgufFile *f;
-    if (gguf_open(path, &f) != AL_OK) return AL_ERR;
-    const char *arch = gguf_get_str(f, "general.architecture");
-    const GgufArch *a = arch_row(arch);
-    char known[160];
-    if (!a) gguf_arch_list(known, sizeof known);
-    int rc = a ? AL_OK : al_err("%s: GGUF architecture '%s': attnlab reads %s", path, arch ? arch : "(none)", known);
-    cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
-    if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");
-    char *json = rc == AL_OK ? cJSON_Print(c) : NULL;
-    cJSON_Delete(c);
-    Back b = {.f = f, .a = a};
-    if (rc == AL_OK) rc = json ? model_config_parse(json, path, &b.c) : al_err("out of memory");
-    if (rc == AL_OK) rc = back_collect(&b);
+    Back b;
+    char *json;
+    int rc = back_open(path, &b, &json);
     if (rc == AL_OK) rc = back_store(&b, path, store);
-    for (size_t i = 0; i < b.n; i++) free(b.ent[i].e.name);
-    free(b.ent);
-    gguf_close(f);
+    back_free(&b);
     if (rc != AL_OK) { free(json); return rc; }
     *config_json = json;
     return AL_OK;
 }
 
+/* How many of the file's tensors of type t are kept in their dtype (*kept) and read widened (*wide; *why: the
+ * reason of the last for a 16-bit float type, back_widened); every F32 one (rope_freqs too) is kept. */
+static void back_count(const Back *b, gg_type t, size_t *kept, size_t *wide, const char **why) {
+    *kept = *wide = 0;
+    *why = NULL;
+    for (size_t i = 0; t == GG_F32 && i < gguf_tensor_count(b->f); i++) *kept += gguf_tensor_at(b->f, i)->type == t;
+    for (size_t i = 0; t != GG_F32 && i < b->n; i++)
+        for (int k = 0; k < 2; k++) {
+            const GgufTensor *g = b->ent[i].src[k];
+            if (!g || g->type != t) continue;
+            bool keep = b->ent[i].e.dtype != DT_F32;
+            *kept += keep;
+            *wide += !keep;
+            if (!keep && back_widened(&b->ent[i])) *why = back_widened(&b->ent[i]);
+        }
+}
+
 int gguf_stored_types(const char *path, char *buf, size_t cap) {
     static const gg_type T[] = {GG_BF16, GG_F16, GG_Q8_0, GG_MXFP4, GG_F32};
-    GgufFile *f;
     if (cap) buf[0] = 0;
-    if (gguf_open(path, &f) != AL_OK) return AL_ERR;
+    Back b;
+    char *json;
+    int rc = back_open(path, &b, &json);
+    free(json);
     size_t at = 0;
-    for (size_t k = 0; k < sizeof T / sizeof *T; k++) {
-        size_t n = 0;
-        for (size_t i = 0; i < gguf_tensor_count(f); i++) n += gguf_tensor_at(f, i)->type == T[k];
-        const char *how = T[k] == GG_F32 ? "" : T[k] == GG_BF16 || T[k] == GG_F16 ? " kept" : " read widened to F32";
-        if (n && at < cap)
-            at += (size_t)snprintf(buf + at, cap - at, "%s%zu %s%s", at ? ", " : "", n, gg_type_name(T[k]), how);
+    for (size_t k = 0; rc == AL_OK && k < sizeof T / sizeof *T; k++) {
+        size_t n[2];
+        const char *why;
+        back_count(&b, T[k], &n[0], &n[1], &why);
+        for (int w = 0; w < 2; w++) {
+            const char *how = T[k] == GG_F32 ? "" : w ? " read widened to F32" : " kept";
+            if (n[w] && at < cap)
+                at += (size_t)snprintf(buf + at, cap - at, "%s%zu %s%s%s%s%s", at ? ", " : "", n[w], gg_type_name(T[k]),
+                                       how, why && w ? " (" : "", why && w ? why : "", why && w ? ")" : "");
+        }
     }
-    gguf_close(f);
-    return AL_OK;
+    back_free(&b);
+    return rc;
 }

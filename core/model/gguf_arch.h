@@ -92,12 +92,13 @@ int gguf_check_tensors(const GgufFile *f, bool *checked);
 void gguf_arch_list(char *buf, size_t cap);
 /* Reads a GGUF of a family of the table back as an HF-layout model: *store holds the tensors under
  * Hugging Face names (the transforms undone; F16 / BF16 in their dtype where the transform only moves
- * elements, every other tensor F32, dequantized), *config_json a config.json text of
- * the family (caller frees). Errors name the file and the tensor or key. */
+ * elements -- kv_b_proj joined from attn_k_b / attn_v_b and gpt-oss's experts too --, every other tensor
+ * F32, dequantized), *config_json a config.json text of the family (caller frees). Errors name the file
+ * and the tensor or key. */
 int gguf_model_open(const char *path, Store **store, char **config_json);
-/* What gguf_model_open keeps of the GGUF at path, per stored type, into buf: "24 BF16 kept, 1 F32" or
- * "22 Q8_0 read widened to F32, 9 F32" (F16 / BF16 tensors are kept in their dtype but for Gemma's
- * plus-one norms, kv_b_proj joined from two tensors and gpt-oss's experts, which are widened). */
+/* What gguf_model_open keeps of the GGUF at path, per stored type, into buf: "24 BF16 kept, 1 F32",
+ * "22 Q8_0 read widened to F32, 9 F32", "20 BF16 kept, 9 BF16 read widened to F32 (norms stored plus
+ * one), 1 F32" (Gemma's norms: w = stored - 1 is arithmetic). Errors as gguf_model_open's. */
 int gguf_stored_types(const char *path, char *buf, size_t cap);
 
 #endif
