@@ -3,11 +3,11 @@
 # the truncated layers run as the dense export reads back (rewritten projections rounded to BF16 as it writes them,
 # the rest the source's, the forward pass's own attention code), so check, ppl, check DIR and the reloaded export
 # agree to the NLL's printed digits, an exact transformation keeps the source's NLL, and f32 mode is as it was.
-# Beside tests/cli_nur_bf16_identity.sh / cli_nur_farr_export_ppl.sh (nur's review), tighter: the NLL (5 decimals)
-# and an MLA FP8 source with both cuts. On the old binary (5939b3c) 6 of 7 fail: demo-r1 VO + QK session 5.90798
-# against the export's 5.90758; demo-r1 at full rank 5.95328 against the source's 5.95326; demo-llama tau 0.99
-# 5.75542 against 5.75399; TPA kv-rank 1 in bf16 6.02631 (now 6.02637: K / V in BF16 products as the source's,
-# session and check DIR alike); f32 the same.
+# Beside tests/cli_nur_bf16_identity.sh / cli_nur_farr_export_ppl.sh (nur's review), tighter: the NLL (5 decimals),
+# an MLA FP8 source with both cuts, and V biases (MiMo). On the old binary (5939b3c) 7 of 8 fail: demo-r1 VO + QK
+# session 5.90798 against the export's 5.90758; demo-r1 at full rank 5.95328 against the source's 5.95326;
+# demo-llama tau 0.99 5.75542 against 5.75399; TPA kv-rank 1 in bf16 6.02631 (now 6.02637: K / V in BF16 products
+# as the source's, session and check DIR alike); MiMo full rank 6.02885 against 6.02986; f32 the same.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-farr-bf16-hold shared-cache
@@ -18,7 +18,7 @@ CAL="calibrate ids ids.txt samples 4 seqlen 32"
 PPL="ppl ids valid.txt seqlen 32"
 # "before after" NLLs of each perplexity line (log a -> b), and the NLL column of each ppl table
 logs() { grep "^perplexity on 42 tokens" <<<"$1" | sed -E 's/.*log ([0-9.]+) -> ([0-9.]+)\).*/\1 \2/' | tr '\n' ' '; }
-nll() { grep "^    42 " <<<"$1" | awk '{print $2}' | tr '\n' ' '; }
+nll() { grep "^    42 \|^    38 " <<<"$1" | awk '{print $2}' | tr '\n' ' '; }
 
 # demo-r1 (FP8, MLA): QK and VO cut; the export writes the rewritten q_b / kv_b / o_proj in BF16
 out=$(e "set compute bf16; load demo-r1 as s; $CAL; truncate qk tau 0.9; truncate vo tau 0.95; check; $PPL; export ex format dense; check ex; load ex as t; $PPL")
@@ -39,6 +39,14 @@ ok "demo-llama bf16 tau 0.99: ppl = reloaded ppl ($(nll "$out"))" test "$(nll "$
 rm -rf tx
 out=$(e "set compute bf16; load demo-llama as s; $CAL; convert tpa kv-rank 1; check; export tx; check tx")
 ok "demo-llama bf16 tpa kv-rank 1: one number ($(logs "$out"))" test "$(logs "$out")" = "5.75648 6.02637 5.75648 6.02637 5.75648 6.02637 "
+
+# a V bias without an o_proj bias (MiMo, synthetic BF16): the affine split; at full rank the export copies the layer,
+# so the session runs the source's (old: 6.02885); the cut's working copy is its export's
+e "synth family mimo mimo dtype bf16" >/dev/null
+seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
+P20="ppl ids x40.ids seqlen 20"
+out=$(e "set compute bf16; load mimo as s; $P20; truncate vo rank 32; $P20; truncate vo rank 8; $P20; export em format dense; load em as t; $P20")
+ok "mimo bf16: full rank = source, cut = its reloaded export ($(nll "$out"))" test "$(nll "$out")" = "6.02986 6.02986 5.99367 5.99367 "
 
 # f32 mode as it was (cli_farr_* / cli_check_session pin the rest): the float32 working copy and TPA layers
 out=$(e "set compute f32; load demo-llama as s; $CAL; truncate vo tau 0.99; check; convert tpa kv-rank 1")

@@ -7,10 +7,11 @@
 #include "farr.h"
 #include "attn_stock_run.h"
 
-/* True when the plan layer rewrites some group of width w (export.c's keep_group on each). */
+/* True when the plan cuts the layer: some group of width w below full rank (export.c's cut_layer). A layer every
+ * group of which keeps its full rank is the source's in the export, biases and all (the affine split at full rank
+ * is the same map in another basis), so its stock sets nothing: the source's bit for bit. */
 static bool rewrites(const FarrTruncLayer *tl, int w) {
     if (!tl) return false;
-    if (tl->shared_bias || tl->head_bias || tl->o_bias_delta) return true;
     for (int g = 0; g < tl->n_kv; g++)
         if (tl->groups[g]->rank < w) return true;
     return false;
