@@ -4,7 +4,7 @@
 # the rest the source's, the forward pass's own attention code), so check, ppl, check DIR and the reloaded export
 # agree to the NLL's printed digits, an exact transformation keeps the source's NLL, and f32 mode is as it was.
 # Beside tests/cli_nur_bf16_identity.sh / cli_nur_farr_export_ppl.sh (nur's review), tighter: the NLL (5 decimals),
-# an MLA FP8 source with both cuts, and V biases (MiMo). On the old binary (5939b3c) 7 of 8 fail: demo-r1 VO + QK
+# an MLA FP8 source with both cuts, V biases (MiMo), fused / gated projections. On the old binary (5939b3c) 14 of 16 fail: demo-r1 VO + QK
 # session 5.90798 against the export's 5.90758; demo-r1 at full rank 5.95328 against the source's 5.95326;
 # demo-llama tau 0.99 5.75542 against 5.75399; TPA kv-rank 1 in bf16 6.02631 (now 6.02637: K / V in BF16 products
 # as the source's, session and check DIR alike); MiMo full rank 6.02885 against 6.02986; f32 the same.
@@ -47,6 +47,20 @@ seq 1 40 | awk '{printf "%d ", ($1*37)%250+1}' >x40.ids
 P20="ppl ids x40.ids seqlen 20"
 out=$(e "set compute bf16; load mimo as s; $P20; truncate vo rank 32; $P20; truncate vo rank 8; $P20; export em format dense; load em as t; $P20")
 ok "mimo bf16: full rank = source, cut = its reloaded export ($(nll "$out"))" test "$(nll "$out")" = "6.02986 6.02986 5.99367 5.99367 "
+
+# fused and gated projections (synthetic BF16): Phi-3's qkv_proj, GPT-NeoX's query_key_value (VO and QK + VO),
+# Qwen3-Next's gated q_proj -- the stock sets the fused tensor whole (old binary: phi3 6.0399 / 6.01171 against
+# 6.0392 / 6.01209, gpt_neox 5.8473 / 5.97419 against 5.84733 / 5.97568, qwen3_next cut 6.22239 against 6.22226)
+for c in "phi3|truncate vo rank 32|truncate vo rank 8" "gpt_neox|truncate vo rank 32|truncate vo rank 8" \
+         "gpt_neox|truncate qk rank 32|truncate qk rank 4; truncate vo rank 8" "qwen3_next|truncate vo rank 32|truncate vo rank 8"; do
+    IFS='|' read -r f full cut <<<"$c"
+    [ -d "$f" ] || e "synth family $f $f dtype bf16" >/dev/null
+    rm -rf "ex-$f"
+    out=$(e "set compute bf16; load $f as s; $P20; $full; $P20; $cut; $P20; export ex-$f format dense; load ex-$f as t; $P20")
+    read -r n0 n1 n2 n3 <<<"$(nll "$out")"
+    ok "$f bf16 $full: the source's NLL ($n0 $n1)" test -n "${n0:-}" -a "${n0:-x}" = "${n1:-y}"
+    ok "$f bf16 $cut: the working copy's NLL is its reloaded export's ($n2 $n3)" test -n "${n2:-}" -a "${n2:-x}" = "${n3:-y}"
+done
 
 # f32 mode as it was (cli_farr_* / cli_check_session pin the rest): the float32 working copy and TPA layers
 out=$(e "set compute f32; load demo-llama as s; $CAL; truncate vo tau 0.99; check; convert tpa kv-rank 1")

@@ -8,15 +8,17 @@
  * transformation that rewrites nothing gives the source's bit for bit. The AttnLayer's float32 matrices stay as
  * they are for the analyses (check's error table, compare).
  *
- * Slots: GQA q_proj, k_proj, v_proj, o_proj; MLA q_proj (or q_b_proj), kv_b_proj, o_proj. Only a layer of
- * separate projections (no fused qkv, no gated q_proj, no KV rebuild or KV sharing) takes a stock
+ * Slots: GQA q_proj, k_proj, v_proj, o_proj (or the fused qkv); MLA q_proj (or q_b_proj), kv_b_proj, o_proj. A
+ * GPT-2 Conv1D layer, a KV rebuild or a KV-shared layer takes no stock
  * (attn_stock_run.h attn_stock_attach). */
 #ifndef AL_ATTN_STOCK_H
 #define AL_ATTN_STOCK_H
 
 #include "matmul.h"
 
-typedef enum { AS_Q, AS_K, AS_V, AS_O, AS_KVB, AS_N } attn_stock_slot;
+/* AS_QKV: a fused projection (Phi-3's qkv_proj, GPT-NeoX's query_key_value) set whole where Q, K or V change; AS_Q of
+ * a gated q_proj (Qwen3-Next) holds its rows per head [query | gate]. */
+typedef enum { AS_Q, AS_K, AS_V, AS_O, AS_KVB, AS_QKV, AS_N } attn_stock_slot;
 
 typedef struct AttnStock {
     WMat w[AS_N];             /* (out, in) stored weight replacing the model's; data NULL: the model's own */

@@ -1706,7 +1706,7 @@ static int attention_stock(Forward *f, int L, size_t T) {
     LayerW *w = &f->layers[L];
     const AttnLayer *A = f->over[L];
     const AttnStock *st = A->stock;
-    Lin *ls[AS_N] = {&w->q, &w->k, &w->v, &w->o, &w->kvb}, saved[AS_N];
+    Lin *ls[AS_N] = {&w->q, &w->k, &w->v, &w->o, &w->kvb, &w->qkv}, saved[AS_N];
     for (int i = 0; i < AS_N; i++) {
         saved[i] = *ls[i];
         if (st->w[i].data) ls[i]->w = st->w[i];
