@@ -1418,7 +1418,7 @@ static int farr_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnL
     const FarrPlan *vo, *qk;
     AttnLayer *L = NULL;
     farr_plans(s, x->src, &vo, &qk);
-    int rc = farr_attn_layer(x->src, vo, qk, layer, &L);
+    int rc = farr_attn_layer_run(x->src, vo, qk, layer, mm_compute_parse(s->compute), &L);   /* one number */
     *out = L;
     *owned = true;
     return rc;

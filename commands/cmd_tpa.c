@@ -798,11 +798,12 @@ static void tpa_xf_free(void *data) { tpa_model_free(data); }
  * kept TPA factors (what tpa_eval computes from the factors, RoPE after: core/methods/tpa.h); NULL where the
  * layer was not converted. */
 static int tpa_xf_attn_layer(Session *s, const Xform *x, int layer, const AttnLayer **out, bool *owned) {
-    (void)s;
     const TpaModel *t = x->data;
-    *owned = false;
-    *out = layer >= 0 && layer < t->n_layers && t->layers[layer] ? t->layers[layer]->dense : NULL;
-    return AL_OK;
+    AttnLayer *run = NULL;                             /* compute bf16: run as a loaded model's layer */
+    int rc = tpa_run_layer(t, x->src, layer, mm_compute_parse(s->compute), &run);
+    *owned = run != NULL;
+    *out = run ? run : layer >= 0 && layer < t->n_layers && t->layers[layer] ? t->layers[layer]->dense : NULL;
+    return rc;
 }
 
 const XformKind cmd_tpa_xform = {

@@ -248,6 +248,10 @@ const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int lay
  * vo / qk: the plans (either NULL) of m. *out is NULL (AL_OK) when neither plan covers the layer;
  * else the caller's (attn_layer_free). */
 int farr_attn_layer(Model *m, const FarrPlan *vo, const FarrPlan *qk, int layer, AttnLayer **out);
+/* farr_attn_layer as the session runs it in compute mode c (farr_run.c): in MM_BF16 on a source whose default export
+ * is BF16, the layer carries a stock (attn_stock.h) -- the forward pass runs it as the reloaded dense export, one
+ * number; MM_F32: farr_attn_layer's layer. */
+int farr_attn_layer_run(Model *m, const FarrPlan *vo, const FarrPlan *qk, int layer, mm_compute c, AttnLayer **out);
 
 /* ================================================================ session cache */
 

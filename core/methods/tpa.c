@@ -4,6 +4,7 @@
  * TpaModel / TpaCheck objects it returns. The math is described in tpa.h. */
 #define _GNU_SOURCE
 #include "tpa.h"
+#include "attn_stock_run.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -1015,19 +1016,34 @@ static int check_layer(const TpaModel *t, Model *src, const TpaCheckIn *in, size
     return rc;
 }
 
-/* The perplexity of in's text under src, and with the converted layers swapped in. */
+int tpa_run_layer(const TpaModel *t, Model *src, int l, mm_compute c, AttnLayer **out) {
+    *out = NULL;
+    const AttnLayer *D = l >= 0 && l < t->n_layers && t->layers[l] ? t->layers[l]->dense : NULL;
+    if (!D || c != MM_BF16) return AL_OK;
+    AttnLayer *C = attn_layer_copy(D);
+    int rc = C ? attn_stock_attach(src, l, C, 1u << AS_K | 1u << AS_V) : AL_ERR;
+    if (rc == AL_OK && C->stock) { *out = C; return AL_OK; }
+    attn_layer_free(C);
+    return rc;
+}
+
+/* The perplexity of in's text under src, and with the converted layers swapped in (tpa_run_layer). */
 static int check_ppl(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaCheck *k) {
     k->nll_source = k->nll_conv = NAN;
     if (!in->ids || in->n < 2) return AL_OK;
     Forward *f = NULL;
     FwdPpl a, b;
-    int rc = fwd_new(src, NULL, &f);
+    AttnLayer **run = al_calloc((size_t)t->n_layers, sizeof *run, "the TPA layers run");
+    int rc = run ? fwd_new(src, NULL, &f) : AL_ERR;
     if (rc == AL_OK) fwd_set_compute(f, in->compute);
     if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &a);
     for (int l = 0; rc == AL_OK && l < t->n_layers; l++)
-        if (t->layers[l]) rc = fwd_set_attn(f, l, t->layers[l]->dense);
+        if (t->layers[l] && (rc = tpa_run_layer(t, src, l, in->compute, &run[l])) == AL_OK)
+            rc = fwd_set_attn(f, l, run[l] ? run[l] : t->layers[l]->dense);
     if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &b);
     fwd_free(f);
+    for (int l = 0; run && l < t->n_layers; l++) attn_layer_free(run[l]);
+    free(run);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc) return al_err_ctx("TPA check, perplexity");
     k->nll_source = a.nll;

@@ -279,5 +279,10 @@ int tpa_check(const TpaModel *t, Model *src, size_t T, uint64_t seed, TpaCheck *
 /* The same on the inputs in, and the whole model's perplexity on its text with the converted
  * layers swapped into src's forward pass. */
 int tpa_check_in(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaCheck **out);
+/* Converted layer l as the forward pass runs it in compute mode c: in MM_BF16 on a source whose default dense export
+ * is BF16, a copy of its dense layer with a stock (core/model/attn_stock.h) -- its K and V rounded to BF16 as a dense
+ * BF16 checkpoint of it stores them, Q and O the source's own views, run by the model's own attention code, so an
+ * exact conversion gives the source's perplexity -- (the caller's); else *out NULL: run TpaLayer.dense (attn_eval). */
+int tpa_run_layer(const TpaModel *t, Model *src, int l, mm_compute c, AttnLayer **out);
 
 #endif

@@ -4,6 +4,7 @@
  * causal softmax per head, o_proj). Owns the AttnLayer and AttnOut objects it returns. */
 #define _GNU_SOURCE
 #include "attn_eval.h"
+#include "attn_stock.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -41,6 +42,7 @@ void attn_layer_free(AttnLayer *L) {
                      L->sinks, L->b_G};
     for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) free(vecs[i]);
     free(L->inv_freq);
+    attn_stock_free(L->stock);
     free(L);
 }
 
@@ -104,6 +106,7 @@ AttnLayer *attn_layer_copy(const AttnLayer *L) {
     C->k_norm = vec_dup(L->k_norm, qk_norm_len(L, true), &ok);
     C->sinks = vec_dup(L->sinks, (size_t)L->n_heads, &ok);
     C->held_borrowed = 0;
+    C->stock = NULL;          /* a copy runs through attn_eval */
     for (int i = 0; i < AH_N; i++) C->held[i] = held_dup(L->held[i], &ok);
     C->inv_freq = NULL;
     if (L->inv_freq && L->rope_dim > 0) {

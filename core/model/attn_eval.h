@@ -115,6 +115,8 @@ typedef struct AttnLayer {
     bool as_loaded;           /* MLA: attended as the forward pass attends a loaded DeepSeek-V3 model's layer (RoPE pairs
                                  kept interleaved, float cos / sin tables, rope.c's attn_head_causal): a reloaded
                                  export's arithmetic bit for bit (mla_run_layers); without scores only */
+    struct AttnStock *stock;  /* set: the forward pass runs this override as the model's own layer with these stored
+                                 weights (attn_stock.h); owned; NULL: attn_eval runs it */
 } AttnLayer;
 
 /* A zeroed layer of the given kind (caller fills it); NULL + error on failure. */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "analyses.h"
+#include "attn_stock.h"
 #include "layersel.h"
 #include "pool.h"
 #include "sweep.h"
@@ -1697,7 +1698,29 @@ static int attend(Forward *f, int L, size_t T, const QKV *p) {
 
 /* Attention block of layer L on f->h (normed input, T rows): Q, K, V, q/k norms, RoPE, cache,
  * attention, output projection into f->h (T, D). */
+static int attention(Forward *f, int L, size_t T);
+
+/* Overridden layer L whose override carries a stock (attn_stock.h): the model's own attention on the stock's weights
+ * (the model's where the stock sets none), then the layer's Lins and override put back. */
+static int attention_stock(Forward *f, int L, size_t T) {
+    LayerW *w = &f->layers[L];
+    const AttnLayer *A = f->over[L];
+    const AttnStock *st = A->stock;
+    Lin *ls[AS_N] = {&w->q, &w->k, &w->v, &w->o, &w->kvb, &w->qkv}, saved[AS_N];
+    for (int i = 0; i < AS_N; i++) {
+        saved[i] = *ls[i];
+        if (st->w[i].data) ls[i]->w = st->w[i];
+        if (st->b[i]) ls[i]->b = st->b[i];
+    }
+    f->over[L] = NULL;
+    int rc = attention(f, L, T);
+    f->over[L] = A;
+    for (int i = 0; i < AS_N; i++) *ls[i] = saved[i];
+    return rc;
+}
+
 static int attention(Forward *f, int L, size_t T) {
+    if (f->over[L] && f->over[L]->stock) return attention_stock(f, L, T);
     layer_dims(f, L);
     LayerW *w = &f->layers[L];
     size_t D = f->D, H = f->H, G = f->G, dqk = f->dqk, dv = f->dv, kw = G * dqk, vw = G * dv;
