@@ -406,11 +406,14 @@ static const Param kv_kw[] = {
     {0}
 };
 
-static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, size_t params) {
+/* values: per token per layer, a mean over the layers where they differ (FaRR's `truncate`): exact,
+ * its bytes from it, not from a rounded count. */
+static int kv_row(Table *t, const char *scheme, double values, size_t bytes, size_t params) {
     if (table_row(t)) return AL_ERR;
     table_str(t, scheme);
-    table_int(t, (long long)values);
-    table_int(t, (long long)(values * bytes));
+    double b = values * (double)bytes;
+    if (values == floor(values)) table_int(t, (long long)values); else table_num(t, values);   /* Lua: integers stay */
+    if (b == floor(b)) table_int(t, (long long)b); else table_num(t, b);
     table_int(t, (long long)params);
     return AL_OK;
 }
