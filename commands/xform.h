@@ -38,7 +38,7 @@ typedef struct {
 /* A kv-cache row: scheme name, values per token per layer (a mean over layers that differ may be
  * fractional: kept exact, the bytes are computed from it), attention parameters per layer. */
 typedef struct {
-    char scheme[256];
+    char scheme[384];
     double values;
     size_t params;
 } XformKvRow;
