@@ -229,9 +229,14 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
                layersel_words(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
                fold_default ? "; freqfold: TransMLA's default, the TransMLA figures' too" : "");
     if (r->q_rank) out_printf(out, "query latent of rank %d\n", r->q_rank);
-    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",
-               r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before, r->params_before,
-               r->params_after);
+    size_t nl = (size_t)layersel_count(&m->cfg, ro->layer_lo, ro->layer_hi);   /* params_*: sums over them */
+    nl = nl ? nl : 1;
+    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters per layer%s %zu -> %zu "
+               "(%zu converted layer%s: %zu -> %zu)\n", r->kv_before, r->kv_after,
+               100.0 * (double)r->kv_after / (double)r->kv_before,
+               r->params_before % nl || r->params_after % nl ? " (a mean: the layers differ)" : "",
+               r->params_before / nl, r->params_after / nl, nl, nl == 1 ? "" : "s",
+               r->params_before, r->params_after);
     out_printf(out, "PCA statistics: %s\n", u->source);
     if (r->solve_s > 0)
         out_printf(out, "conversion: %.2f s (CPU %.2f s): the layers' PCAs, builds and reports\n", r->solve_s, r->solve_cpu_s);
