@@ -15,4 +15,6 @@ out=$(e "load cut.gguf")
 ok "refused as truncated ($out)" has "$out" "truncated GGUF"
 ok "  naming the key" has "$out" "tokenizer.ggml.tokens"
 ok "  without SIZE_MAX as the bytes needed" hasnt "$out" "18446744073709551615"
+ok "  saying the array's count (512 tokens of at least 8 bytes) and that the file may be corrupt" has "$out" \
+    "truncated GGUF, or corrupt: tokenizer.ggml.tokens at byte 763 is an array of 512 elements of at least 8 bytes each; 2237 bytes are left (the file has 3000)"
 cli_done

@@ -13,5 +13,6 @@ for c in "ppl ids ctl.txt seqlen 2" "calibrate ids ctl.txt samples 1 seqlen 2"; 
     ok "$c: refused, naming the token" has "$out" "token 2 "
     ok "$c: no escape byte printed raw" test "$(printf '%s' "$out" | tr -d -c '\033' | wc -c)" -eq 0
     ok "$c: no BEL printed raw" test "$(printf '%s' "$out" | tr -d -c '\007' | wc -c)" -eq 0
+    ok "$c: the token escaped, up to its end (not into the next one)" has "$out" "token 2 ('\\\\x1b\\[31mRED\\\\x07') is not"
 done
 cli_done
