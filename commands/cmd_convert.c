@@ -229,9 +229,14 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
                layersel_words(&m->cfg, ro->layer_lo, ro->layer_hi, lt, sizeof lt), m->name, r->kv_rank, r->rope_dim, ro->freqfold, r->qk_nope, r->v_dim,
                fold_default ? "; freqfold: TransMLA's default, the TransMLA figures' too" : "");
     if (r->q_rank) out_printf(out, "query latent of rank %d\n", r->q_rank);
-    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters %zu -> %zu\n",
-               r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before, r->params_before,
-               r->params_after);
+    size_t nl = (size_t)layersel_count(&m->cfg, ro->layer_lo, ro->layer_hi);   /* params_*: sums over them */
+    nl = nl ? nl : 1;
+    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters per layer%s %zu -> %zu "
+               "(%zu converted layer%s: %zu -> %zu)\n", r->kv_before, r->kv_after,
+               100.0 * (double)r->kv_after / (double)r->kv_before,
+               r->params_before % nl || r->params_after % nl ? " (a mean: the layers differ)" : "",
+               r->params_before / nl, r->params_after / nl, nl, nl == 1 ? "" : "s",
+               r->params_before, r->params_after);
     out_printf(out, "PCA statistics: %s\n", u->source);
     if (r->solve_s > 0)
         out_printf(out, "conversion: %.2f s (CPU %.2f s): the layers' PCAs, builds and reports\n", r->solve_s, r->solve_cpu_s);
@@ -655,18 +660,31 @@ static double *report_errs(const TmlaResult *r, const cJSON *man, int n) {
     return e;
 }
 
+/* The line of a check built in memory as the DeepSeek-V3 export reads back: which export's numbers
+ * (float32, or BF16 where the conversion is held in BF16) and, when `export DIR` with no dtype writes
+ * another one (dflt: the source's dtype, BF16 for a quantized source), that it differs and the dtype
+ * that writes the one measured here. */
+static void say_stock_export(Out *out, const MlaCheck *c, dt_type dflt) {
+    dt_type p = c->stock_bf16 ? DT_BF16 : DT_F32;
+    out_printf(out, "evaluated as its %s DeepSeek-V3 export reads back, built in memory (no export written; "
+               "non-attention tensors: the source's, which the export copies byte for byte)", p == DT_BF16 ? "BF16" : "float32");
+    if (dflt != p)
+        out_printf(out, "; `export DIR dtype %s` writes that export -- the default `export DIR` writes %s attention, the "
+                   "source's dtype, and `check DIR` of it differs by that rounding", p == DT_BF16 ? "bf16" : "f32",
+                   dt_name(dflt));
+    out_printf(out, "\n");
+}
+
 /* Prints an MlaCheck as text (`inputs`: what the layers were evaluated on; t: the perplexity's
- * text) and a layer table. */
+ * text) and a layer table; dflt: the dtype `export DIR` writes the attention in by default. */
 static int report_mla_check(const MlaCheck *c, const char *what, const char *inputs, const CheckText *t,
-                            const double *rep, const Args *a, Out *out) {
+                            const double *rep, dt_type dflt, const Args *a, Out *out) {
     out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n",
                what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
     if (c->in_session)
         out_printf(out, "evaluated as converted in the session (no export written); non-attention layers: the source's\n");
     else if (c->stock_session)
-        out_printf(out, "evaluated as its %s DeepSeek-V3 export reads back, built in memory (no export written; "
-                   "non-attention tensors: the source's, which the export copies byte for byte)\n",
-                   c->stock_bf16 ? "BF16" : "float32");
+        say_stock_export(out, c, dflt);
     else if (c->copied_diff)
         out_printf(out, "non-attention tensors: %zu identical, %zu DIFFER (first: %s)\n", c->copied_same, c->copied_diff,
                    c->first_diff);
@@ -725,7 +743,8 @@ static int run_mla_check(Session *s, const char *dir, const TmlaResult *r, const
                      .compute = mm_compute_parse(s->compute)};
     rc = dir ? mla_check_in(dir, src, &in, &c) : why ? mla_check_session(r, why, &in, &c) : mla_check_stock(r, &in, &c);
     bool own = !args_given(a, "tokens") && !args_given(a, "seed") && (!ci->stats || ci->sigma);
-    if (rc == AL_OK) rc = report_mla_check(c, what, desc, &t, own ? rep : NULL, a, out);
+    dt_type sd = src->cfg.dtype, dflt = sd == DT_F32 || sd == DT_F16 || sd == DT_BF16 ? sd : DT_BF16;   /* mla_export's */
+    if (rc == AL_OK) rc = report_mla_check(c, what, desc, &t, own ? rep : NULL, dflt, a, out);
     mla_check_free(c);
     ws_check_text_free(&t);
     return rc;

@@ -887,10 +887,12 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
             size_t now = all - (p->kv_before - p->kv_after);
             char why[160];
             dt_type kd = kvcache_dtype(s->cur, why, sizeof why);     /* info's and kv-cache's, one rule */
-            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %.4g -> %.4g values "
-                       "(%.1f%%); whole model %zu -> %zu bytes per token (%s: %s)\n", L, (double)all / (double)L,
-                       (double)now / (double)L, 100.0 * (double)now / (double)all, all * dt_size(kd), now * dt_size(kd),
-                       dt_name(kd), why);
+            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %.6g -> %.6g values "
+                       "(%.1f%%); whole model %zu -> %zu bytes per token (%s: %s) in an engine that caches each KV "
+                       "head's rank-r K / V; no export holds that cache (`format dense` and `format factors` keep the "
+                       "source's shapes: %zu)\n", L, (double)all / (double)L, (double)now / (double)L,
+                       100.0 * (double)now / (double)all, all * dt_size(kd), now * dt_size(kd), dt_name(kd), why,
+                       all * dt_size(kd));
         }
         say_kv_readers(out, c, p->lo, p->hi);
         char why[512];
@@ -1031,7 +1033,8 @@ static bool farr_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row)
     size_t removed = 0, pr = 0, n = 0, L = c->layers ? c->layers : 1;
     if (vo) { removed += vo->kv_before - vo->kv_after; pr += vo->params_before - vo->params_after; }
     if (qk) { removed += qk->kv_before - qk->kv_after; pr += qk->params_before - qk->params_after; }
-    double now = (double)(c->before * L - removed) / (double)L;
+    size_t all = c->before * L - removed;            /* K+V per token, all layers */
+    double now = (double)all / (double)L;
     char what[160] = "";
     bool mla = cfg_is_mla(&x->src->cfg);
     plan_kv_text(vo, &x->src->cfg, what, sizeof what, &n);
@@ -1040,10 +1043,10 @@ static bool farr_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row)
         snprintf(row->scheme, sizeof row->scheme, "truncate (%sMLA caches the latent: unchanged; %zu bytes per token in "
                  "%zu layers; x1)", what, c->before * c->bytes * L, L);
     else
-        snprintf(row->scheme, sizeof row->scheme, "truncate (%sK+V per token per layer %zu -> %.4g, mean over %zu layers; "
-                 "%.0f bytes per token in %zu layers; x%.4g)", what, c->before, now, L, now * (double)L * (double)c->bytes,
-                 L, c->before ? now / (double)c->before : 1.0);
-    row->values = (size_t)llround(now);
+        snprintf(row->scheme, sizeof row->scheme, "truncate (%sK+V per token per layer %zu -> %.6g, mean over %zu layers; "
+                 "%zu bytes per token in %zu layers with rank-r K / V cached, no export's: they keep %zu; x%.4g)", what,
+                 c->before, now, L, all * c->bytes, L, c->before * L * c->bytes, c->before ? now / (double)c->before : 1.0);
+    row->values = now;
     size_t ap = cfg_attn_params(&x->src->cfg);
     row->params = (size_t)llround((double)ap - (double)pr / (double)L);
     return true;

@@ -154,9 +154,11 @@ static void tpa_describe(Out *out, const Model *m, const TpaModel *r, size_t nto
                fa ? "fixed head factors over the KV heads, cached token factors"
                   : "cached head factors over the KV heads, fixed token factors",
                fa ? r->n_kv_heads : r->head_dim, fa ? r->n_kv_heads : r->v_dim, r->exact ? ": exact" : "");
-    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%) = %s; attention parameters %zu -> %zu\n",
-               r->kv_before, r->kv_after, 100.0 * (double)r->kv_after / (double)r->kv_before,
-               fa ? "R_K d_k + R_V d_v" : "(R_K + R_V) G", r->params_before, r->params_after);
+    size_t nl = (size_t)layersel_count(&m->cfg, ro->layer_lo, ro->layer_hi);   /* params_*: one layer's */
+    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%) = %s; attention parameters per layer %zu "
+               "-> %zu (%zu converted layer%s: %zu -> %zu)\n", r->kv_before, r->kv_after,
+               100.0 * (double)r->kv_after / (double)r->kv_before, fa ? "R_K d_k + R_V d_v" : "(R_K + R_V) G",
+               r->params_before, r->params_after, nl, nl == 1 ? "" : "s", r->params_before * nl, r->params_after * nl);
     out_printf(out, "RoPE exact: %s\n",
                m->cfg.rope == ROPE_NONE ? "the model has no RoPE"
                : fa ? "the cached token factors are rotated before caching (Theorem 1, eq. 3.6)"
@@ -406,11 +408,14 @@ static const Param kv_kw[] = {
     {0}
 };
 
-static int kv_row(Table *t, const char *scheme, size_t values, size_t bytes, size_t params) {
+/* values: per token per layer, a mean over the layers where they differ (FaRR's `truncate`): exact,
+ * its bytes from it, not from a rounded count. */
+static int kv_row(Table *t, const char *scheme, double values, size_t bytes, size_t params) {
     if (table_row(t)) return AL_ERR;
     table_str(t, scheme);
-    table_int(t, (long long)values);
-    table_int(t, (long long)(values * bytes));
+    double b = values * (double)bytes;
+    if (values == floor(values)) table_int(t, (long long)values); else table_num(t, values);   /* Lua: integers stay */
+    if (b == floor(b)) table_int(t, (long long)b); else table_num(t, b);
     table_int(t, (long long)params);
     return AL_OK;
 }

@@ -10,6 +10,7 @@
 #include "registry.h"
 #include "resolve.h"
 #include "session.h"
+#include "synth.h"
 
 /* ================================================================ candidate lists */
 
@@ -42,7 +43,6 @@ static void offer_numbers(StrList *l, const char *word, long n) {
 
 /* Candidates for a value of parameter p; prev_pos is the previous positional's text (help SUB). */
 static void offer_param(Session *s, const Param *p, const char *word, const char *prev_pos, StrList *l) {
-    static const char *demos[] = { "demo-r1", "demo-llama", "demo-gpt2", "demo-kvnorm", NULL };
     switch (p->comp) {
     case COMP_UNSET: case COMP_NONE: break;
     case COMP_CHOICES:
@@ -54,7 +54,8 @@ static void offer_param(Session *s, const Param *p, const char *word, const char
         break;
     case COMP_LOADABLE: {
         const char *alias, *target;
-        for (size_t i = 0; demos[i]; i++) offer(l, word, demos[i]);
+        char demo[32];
+        for (size_t i = 0; synth_demo_at(i, demo, sizeof demo); i++) offer(l, word, demo);
         for (size_t i = 0; resolve_alias_at(i, &alias, &target); i++) offer(l, word, alias);
         l->files = true;
         break;

@@ -153,13 +153,8 @@ static int open_demo(const char *what, const SynthOptions *opt, Model **out) {
 static void load_suggest(const Session *s, const char *what) {
     char demos[16][32], near[160];
     OutSuggest sg = {0};
-    static const char *const sufs[] = {"", "-f32", "-bf16", "-fp8"};
-    size_t nd = 0;
-    for (int k = SYNTH_DEMO_R1; k <= SYNTH_DEMO_KVNORM; k++)
-        for (size_t v = 0; v < 4 && nd < 16; v++) {
-            snprintf(demos[nd], sizeof demos[nd], "%s%s", synth_kind_name((synth_kind)k), sufs[v]);
-            if (synth_demo_name(demos[nd], NULL)) out_suggest_try(&sg, what, demos[nd++]);
-        }
+    for (size_t nd = 0; nd < 16 && synth_demo_at(nd, demos[nd], sizeof demos[nd]); nd++)
+        out_suggest_try(&sg, what, demos[nd]);
     const char *alias, *target;
     for (size_t i = 0; resolve_alias_at(i, &alias, &target); i++) out_suggest_try(&sg, what, alias);
     for (size_t i = 0; i < s->nmodels; i++) out_suggest_try(&sg, what, s->models[i]->name);

@@ -4,8 +4,11 @@
 #include "ws_lm.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "workspace.h"
 
@@ -97,6 +100,17 @@ int lm_forward(Session *s, Model *m, Forward **out) {
 
 /* ================================================================ token ids */
 
+/* The token at p (up to its separator; past 16 bytes cut with "...") for a message, control
+ * characters escaped. */
+static const char *lm_token_quote(const char *p, char *buf, size_t cap) {
+    char tok[20];
+    size_t i = 0;
+    while (i < 16 && p[i] && !strchr(" \n\t\r,", p[i])) { tok[i] = p[i]; i++; }
+    bool cut = p[i] && !strchr(" \n\t\r,", p[i]);
+    snprintf(tok + i, sizeof tok - i, "%s", cut ? "..." : "");
+    return al_printable(tok, buf, cap);
+}
+
 int lm_read_ids(const char *path, int **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
@@ -113,7 +127,8 @@ int lm_read_ids(const char *path, int **ids, size_t *n) {
         errno = 0;
         long x = strtol(p, &end, 10);
         if (end == p || errno || x < 0 || x > INT32_MAX) {
-            rc = al_err("%s: token %zu ('%.12s') is not a non-negative integer id", path, k + 1, p);
+            char q[72];
+            rc = al_err("%s: token %zu ('%s') is not a non-negative integer id", path, k + 1, lm_token_quote(p, q, sizeof q));
             break;
         }
         if ((rc = al_reserve(&v, &cap, k + 1, sizeof *v, "token ids"))) break;

@@ -35,10 +35,12 @@ typedef struct {
     Session *s;
 } XformKvCtx;
 
-/* A kv-cache row: scheme name, values per token per layer, attention parameters per layer. */
+/* A kv-cache row: scheme name, values per token per layer (a mean over layers that differ may be
+ * fractional: kept exact, the bytes are computed from it), attention parameters per layer. */
 typedef struct {
-    char scheme[256];
-    size_t values, params;
+    char scheme[384];
+    double values;
+    size_t params;
 } XformKvRow;
 
 typedef struct XformKind {

@@ -67,7 +67,7 @@ ok "kv-cache: 5 sliding layers keep 1024 tokens x 128 values" grep -Eq "^sliding
 ok "kv-cache: the full layer keeps 2000 tokens x 64 values" grep -Eq "^full attention +5 +1 +2000 +64 +128000 +256000$" <<<"$out"
 out=$(e "load $T/real31B; truncate vo rank 4 layers 0-4")
 # before: 5 x 128 + 64 = 704 values (1408 bytes); after: V 4 x 16 -> 4 x 4 on 5 layers: 704 - 5 x 48 = 464 (928 bytes)
-ok "truncate's KV line: each layer type at its own dims (704 -> 464 values, 1408 -> 928 bytes)" has "$out" "mean over the 6 layers): 117.3 -> 77.33 values (65.9%); whole model 1408 -> 928 bytes per token"
+ok "truncate's KV line: each layer type at its own dims (704 -> 464 values, 1408 -> 928 bytes)" has "$out" "mean over the 6 layers): 117.333 -> 77.3333 values (65.9%); whole model 1408 -> 928 bytes per token"
 p2=$(ppl_of "load $T/real31B; truncate vo rank 4 layers 0-4; ppl ids ids.txt seqlen 40; export $T/r31-cut format dense")
 p3=$(ppl_of "load $T/r31-cut; ppl ids ids.txt seqlen 40")
 ok "gemma-4-31B's layout: the cut in the session ($p2) equals its export's reload ($p3)" near "$p2" "$p3" 1e-5

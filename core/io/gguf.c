@@ -347,6 +347,12 @@ static int need(Cur *c, size_t n, const char *what) {
                       c->size);
     return AL_OK;
 }
+/* An array of count elements of at least each bytes that cannot fit in what is left (count * each may overflow). */
+static int need_count(Cur *c, uint64_t count, size_t each, const char *what) {
+    return al_err("%s: truncated GGUF, or corrupt: %s at byte %zu is an array of %llu elements of at least %zu bytes "
+                  "each; %zu bytes are left (the file has %zu)", c->where, what, c->off, (unsigned long long)count,
+                  each, c->size - c->off, c->size);
+}
 static int rd(Cur *c, void *dst, size_t n, const char *what) {
     if (need(c, n, what)) return AL_ERR;
     memcpy(dst, c->p + c->off, n);
@@ -409,12 +415,12 @@ static int rd_value(Cur *c, GgufKV *kv) {
         return al_err("%s: GGUF key %s: array of unsupported element type %u", c->where, kv->key, et);
     kv->arr_type = (gguf_vtype)et;
     if (et != GGUF_STR) {
-        if (kv->n > (c->size - c->off) / VSIZE[et]) return need(c, SIZE_MAX, kv->key);
+        if (kv->n > (c->size - c->off) / VSIZE[et]) return need_count(c, kv->n, VSIZE[et], kv->key);
         kv->arr = c->p + c->off;
         c->off += (size_t)kv->n * VSIZE[et];
         return AL_OK;
     }
-    if (kv->n > (c->size - c->off) / 8) return need(c, SIZE_MAX, kv->key);   /* each string takes >= 8 bytes */
+    if (kv->n > (c->size - c->off) / 8) return need_count(c, kv->n, 8, kv->key);   /* each string takes >= 8 bytes */
     kv->sarr = al_calloc((size_t)kv->n ? (size_t)kv->n : 1, sizeof *kv->sarr, "a GGUF string array");
     if (!kv->sarr) return AL_ERR;
     for (uint64_t i = 0; i < kv->n; i++) {

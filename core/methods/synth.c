@@ -1027,26 +1027,38 @@ int synth_write(const SynthOptions *opt, const char *dir) {
     return rc;
 }
 
+static const struct { const char *base; synth_kind kind; dt_type dflt; int shards; bool fp8; } demo_table[] = {
+    {"demo-r1", SYNTH_DEMO_R1, DT_F8_E4M3, 3, true},
+    {"demo-llama", SYNTH_DEMO_LLAMA, DT_BF16, 1, false},
+    {"demo-gpt2", SYNTH_DEMO_GPT2, DT_F32, 1, false},
+    {"demo-kvnorm", SYNTH_DEMO_KVNORM, DT_BF16, 1, false},
+};
+static const char *const demo_sufs[] = {"", "-f32", "-bf16", "-fp8"};   /* "-fp8" only where .fp8 */
+
 bool synth_demo_name(const char *name, SynthOptions *opt) {
-    static const struct { const char *base; synth_kind kind; dt_type dflt; int shards; bool fp8; } demos[] = {
-        {"demo-r1", SYNTH_DEMO_R1, DT_F8_E4M3, 3, true},
-        {"demo-llama", SYNTH_DEMO_LLAMA, DT_BF16, 1, false},
-        {"demo-gpt2", SYNTH_DEMO_GPT2, DT_F32, 1, false},
-        {"demo-kvnorm", SYNTH_DEMO_KVNORM, DT_BF16, 1, false},
-    };
     if (!name) return false;
-    for (size_t i = 0; i < sizeof demos / sizeof *demos; i++) {
-        size_t n = strlen(demos[i].base);
-        if (strncmp(name, demos[i].base, n) != 0) continue;
+    for (size_t i = 0; i < sizeof demo_table / sizeof *demo_table; i++) {
+        size_t n = strlen(demo_table[i].base);
+        if (strncmp(name, demo_table[i].base, n) != 0) continue;
         const char *suf = name + n;
         dt_type dt;
-        if (!*suf) dt = demos[i].dflt;
+        if (!*suf) dt = demo_table[i].dflt;
         else if (!strcmp(suf, "-f32")) dt = DT_F32;
         else if (!strcmp(suf, "-bf16")) dt = DT_BF16;
-        else if (!strcmp(suf, "-fp8") && demos[i].fp8) dt = DT_F8_E4M3;
+        else if (!strcmp(suf, "-fp8") && demo_table[i].fp8) dt = DT_F8_E4M3;
         else continue;
-        if (opt) *opt = (SynthOptions){demos[i].kind, dt, demos[i].shards, SYNTH_DEFAULT_SEED};
+        if (opt) *opt = (SynthOptions){demo_table[i].kind, dt, demo_table[i].shards, SYNTH_DEFAULT_SEED};
         return true;
+    }
+    return false;
+}
+
+bool synth_demo_at(size_t i, char *buf, size_t cap) {
+    const size_t nsuf = sizeof demo_sufs / sizeof *demo_sufs;
+    for (size_t k = 0; k < sizeof demo_table / sizeof *demo_table * nsuf; k++) {
+        const char *suf = demo_sufs[k % nsuf];
+        if (!strcmp(suf, "-fp8") && !demo_table[k / nsuf].fp8) continue;
+        if (i-- == 0) { snprintf(buf, cap, "%s%s", demo_table[k / nsuf].base, suf); return true; }
     }
     return false;
 }

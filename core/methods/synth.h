@@ -31,6 +31,9 @@ int synth_write(const SynthOptions *opt, const char *dir);
 /* Parses "demo-r1" / "demo-llama" / "demo-gpt2" / "demo-kvnorm" (and variants like "demo-r1-bf16",
  * "demo-r1-f32") into options; false when name is not a demo name. */
 bool synth_demo_name(const char *name, SynthOptions *opt);
+/* The i-th name synth_demo_name accepts (each base, then its variants, in the demo table's
+ * order) into buf; false past the last. */
+bool synth_demo_at(size_t i, char *buf, size_t cap);
 /* "demo-r1", "demo-llama", "demo-gpt2", "demo-kvnorm". */
 const char *synth_kind_name(synth_kind k);
 
