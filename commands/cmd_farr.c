@@ -873,8 +873,8 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
         out_printf(out, "truncated %s of %s (", farr_fused_name(o.kind), layersel_words(c, p->lo, p->hi, lt, sizeof lt));
         if (o.by_rank) out_printf(out, "rank %d", o.rank);
         else out_printf(out, "tau %g", o.tau);
-        out_printf(out, ", policy %s): ranks %s%d, parameters %s -> %s (%.1f%% fewer)\n",
-                   farr_policy_name(o.policy), p->uniform ? "" : "up to ", p->rank_max,
+        out_printf(out, ", policy %s): ranks %s%d, %s parameters %s -> %s (%.1f%% fewer)\n",
+                   farr_policy_name(o.policy), p->uniform ? "" : "up to ", p->rank_max, o.kind == FARR_VO ? "V / O" : "Q / K",
                    grouped(b1, sizeof b1, p->params_before), grouped(b2, sizeof b2, p->params_after), cut);
         out_printf(out, "energy kept: min %.6f, mean %.6f; relative error of the fused maps: max %.4g, mean %.4g\n",
                    p->energy_min, p->energy_mean, p->err_max, p->err_mean);
