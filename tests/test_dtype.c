@@ -30,6 +30,13 @@ static void test_names(void) {
     }
     CHECK(dt_parse("f32") == DT_INVALID, "dtype names are case-sensitive");
     CHECK(dt_parse("F8_E4M3FN") == DT_INVALID && dt_parse("") == DT_INVALID, "unknown names");
+    /* torch's spellings, the one parser behind kv-cache's dtype rule and lint's torch_dtype check */
+    CHECK(dt_parse_torch("bfloat16") == DT_BF16 && dt_parse_torch("float16") == DT_F16 && dt_parse_torch("half") == DT_F16,
+          "torch 16-bit names");
+    CHECK(dt_parse_torch("float32") == DT_F32 && dt_parse_torch("float") == DT_F32 && dt_parse_torch("float64") == DT_F64,
+          "torch 32/64-bit names");
+    CHECK(dt_parse_torch("auto") == DT_INVALID && dt_parse_torch("BF16") == DT_INVALID && dt_parse_torch("") == DT_INVALID,
+          "not torch dtype names");
     CHECK(dt_size(DT_INVALID) == 0 && !dt_is_float(DT_INVALID) && strcmp(dt_name(DT_INVALID), "?") == 0, "DT_INVALID");
     CHECK(dt_size(DT_COUNT) == 0, "DT_COUNT has no size");
 }

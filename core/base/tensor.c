@@ -33,6 +33,11 @@ dt_type dt_parse(const char *name) {
     return DT_INVALID;
 }
 
+dt_type dt_parse_torch(const char *s) {
+    return !strcmp(s, "bfloat16") ? DT_BF16 : !strcmp(s, "float16") || !strcmp(s, "half") ? DT_F16
+           : !strcmp(s, "float32") || !strcmp(s, "float") ? DT_F32 : !strcmp(s, "float64") ? DT_F64 : DT_INVALID;
+}
+
 /* ================================================================ scalar conversions */
 
 static float bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -25,6 +25,9 @@ typedef enum {
 const char *dt_name(dt_type t);
 /* Parses a safetensors dtype name; DT_INVALID when unknown. */
 dt_type dt_parse(const char *name);
+/* Parses a config's torch_dtype / dtype as torch spells it ("bfloat16", "float16" / "half", "float32" / "float",
+ * "float64"); DT_INVALID for anything else ("auto", another word). */
+dt_type dt_parse_torch(const char *name);
 size_t dt_size(dt_type t);
 /* True for the float types attnlab converts to f32 (F32 F16 BF16 F8_E4M3 F8_E5M2 F64). */
 bool dt_is_float(dt_type t);

@@ -448,11 +448,6 @@ static void check_shard_meta(Lint *x) {
     }
 }
 
-static dt_type torch_dtype_of(const char *s) {
-    return !strcmp(s, "float32") ? DT_F32 : !strcmp(s, "float16") ? DT_F16 : !strcmp(s, "bfloat16") ? DT_BF16
-                                                                                         : DT_INVALID;
-}
-
 /* torch_dtype against the weights' dtypes; FP8 weights need a quantization_config. */
 static void check_dtypes(Lint *x) {
     size_t bytes[DT_COUNT] = {0};
@@ -497,7 +492,7 @@ static void check_dtypes(Lint *x) {
                 "mostly %s)", dt_name(main));
         return;
     }
-    dt_type want = torch_dtype_of(td);
+    dt_type want = dt_parse_torch(td);
     char shown[32];
     if (want == DT_INVALID && strcmp(td, "auto"))
         add(x, LINT_ERROR, LT_ALL, 0, "torch_dtype '%s' is not a dtype engines know (float32, float16, bfloat16)",

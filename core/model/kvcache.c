@@ -99,15 +99,9 @@ int kvcache_at(const Model *m, size_t context, KvcacheRow *rows, int *n) {
     return AL_OK;
 }
 
-/* The dtype torch_dtype names (DT_INVALID: none or another word). */
-static dt_type torch_dtype_of(const char *td) {
-    return !strcmp(td, "bfloat16") ? DT_BF16 : !strcmp(td, "float16") || !strcmp(td, "half") ? DT_F16
-           : !strcmp(td, "float32") || !strcmp(td, "float") ? DT_F32 : !strcmp(td, "float64") ? DT_F64 : DT_INVALID;
-}
-
 dt_type kvcache_dtype(const Model *m, char *why, size_t cap) {
     char buf[160];
-    dt_type w = m->cfg.dtype, td = torch_dtype_of(m->cfg.torch_dtype), d;
+    dt_type w = m->cfg.dtype, td = dt_parse_torch(m->cfg.torch_dtype), d;
     size_t n = m->path ? strlen(m->path) : 0;
     if (n > 5 && !strcmp(m->path + n - 5, ".gguf")) {                 /* gguf_model_open's: llama.cpp runs it */
         d = DT_F16;
