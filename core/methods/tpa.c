@@ -22,7 +22,6 @@
 #include "analyses.h"
 #include "layersel.h"
 #include "forward.h"
-#include "kvcache.h"
 #include "rope.h"
 #include "seeds.h"
 #include "safetensors.h"
@@ -116,8 +115,6 @@ size_t tpa_attn_params(const TpaDims *d, tpa_scheme s) {
     default: return 0;
     }
 }
-
-size_t tpa_value_bytes(const Model *m) { return dt_size(kvcache_dtype(m, NULL, 0)); }
 
 /* ================================================================ factors */
 

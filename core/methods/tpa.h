@@ -106,9 +106,6 @@ int tpa_dims_check(const TpaDims *d);
 size_t tpa_kv_values(const TpaDims *d, tpa_scheme s);
 /* Attention parameters per layer under scheme s (see the table at the top). */
 size_t tpa_attn_params(const TpaDims *d, tpa_scheme s);
-/* Bytes of one cached value of m: those of kvcache_dtype (kvcache.h), the one rule info, kv-cache and
- * truncate state. */
-size_t tpa_value_bytes(const Model *m);
 
 /* ================================================================ non-contextual TPA */
 
