@@ -954,6 +954,18 @@ const FarrTruncLayer *farr_plan_layer(const FarrPlan *p, int layer) {
     return p->layers[layer - p->lo];
 }
 
+int farr_pair_width(const ModelConfig *c, farr_kind k) {
+    if (k == FARR_VO) return c->v_dim;
+    return c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? c->qk_nope_dim : cfg_d_qk(c);
+}
+
+const FarrTruncLayer *farr_plan_cut_layer(const FarrPlan *p, const ModelConfig *c, farr_kind k, int layer) {
+    const FarrTruncLayer *tl = farr_plan_layer(p, layer);
+    for (int g = 0; tl && g < tl->n_kv; g++)
+        if (tl->groups[g]->rank < farr_pair_width(c, k)) return tl;
+    return NULL;
+}
+
 const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int layer, int head, int *idx) {
     const FarrTruncLayer *l = farr_plan_layer(p, layer);
     if (!l || head < 0 || head >= l->n_heads) return NULL;

@@ -234,6 +234,11 @@ int farr_truncate(Model *m, const FarrTruncOpts *opts, FarrPlan **out);
 void farr_plan_free(FarrPlan *p);
 /* The truncated layer of plan for model layer L, or NULL when L is outside the plan. */
 const FarrTruncLayer *farr_plan_layer(const FarrPlan *p, int layer);
+/* A kind-k group's full width: v_dim (VO), the no-RoPE part of the head where there is one, else d_qk (QK). */
+int farr_pair_width(const ModelConfig *c, farr_kind k);
+/* Layer L of the kind-k plan when it cuts something there (a group below full rank), else NULL: a layer every group
+ * of which keeps its full rank is the source's (the export copies it bit for bit, the session runs the source's). */
+const FarrTruncLayer *farr_plan_cut_layer(const FarrPlan *p, const ModelConfig *c, farr_kind k, int layer);
 /* The group and index within it of query head h (for reading its factors). */
 const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int layer, int head, int *idx);
 

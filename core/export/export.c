@@ -115,24 +115,15 @@ static const Mat *plan_head_mat(const Ctx *x, const FarrPlan *p, int L, int h) {
 
 /* The width of a group's factor (S is (m x k)): VO the value dims of a head, QK the fused part of
  * a key head (the NoPE dims of a partial-rotary or MLA head). */
-static int pair_width(const ModelConfig *c, farr_kind k) {
-    if (k == FARR_VO) return c->v_dim;
-    return c->qk_nope_dim > 0 && c->qk_rope_dim > 0 ? c->qk_nope_dim : cfg_d_qk(c);
-}
-
-/* Layer L of the kind-k plan when it cuts something there (a group below full rank), else NULL:
- * a layer every group of which keeps its full rank is the source's and is copied bit for bit. */
+/* Layer L of the kind-k plan when it cuts something there, else NULL (farr_plan_cut_layer). */
 static const FarrTruncLayer *cut_layer(const Ctx *x, farr_kind k, int L) {
-    const FarrTruncLayer *tl = farr_plan_layer(x->plan[k], L);
-    for (int g = 0; tl && g < tl->n_kv; g++)
-        if (tl->groups[g]->rank < pair_width(x->c, k)) return tl;
-    return NULL;
+    return farr_plan_cut_layer(x->plan[k], x->c, k, L);
 }
 
 /* True when group g of a cut layer keeps its full rank and its rows/columns keep the source's
  * values (factors/dense; not where the layer adjusts biases, which are the group's together). */
 static bool keep_group(const FarrTruncLayer *tl, const ModelConfig *c, farr_kind k, int g) {
-    return tl && !tl->shared_bias && !tl->head_bias && !tl->o_bias_delta && tl->groups[g]->rank >= pair_width(c, k);
+    return tl && !tl->shared_bias && !tl->head_bias && !tl->o_bias_delta && tl->groups[g]->rank >= farr_pair_width(c, k);
 }
 
 /* The balance of group g of layer L (1 where none). */
