@@ -23,6 +23,7 @@
 #include "kvcache.h"
 #include "layersel.h"
 #include "registry.h"
+#include "farr_groups.h"
 #include "params.h"
 #include "session.h"
 #include "spectral_table.h"
@@ -233,6 +234,10 @@ static const char RANKS_HELP[] =
     "and max. On the terminal a table of more than 64 rows prints that summary (with a note); the\n"
     "result (Lua, `to FILE`) is still every head's row, and `heads` prints them all. `model NAME`\n"
     "reads another loaded model (or loads NAME as `load` does) without switching to it.\n"
+    "On a GQA model `truncate ... tau T` ranks each KV head's group (its query heads' fused maps\n"
+    "stacked), not each head: a line under the table says so, and `groups` gives one row per\n"
+    "group instead -- layer, kv_head, query_heads and the group's rank at tau, the rank truncate\n"
+    "keeps (policy head; at least the largest of its heads' ranks).\n"
     "`metrics` gives instead one row per head and matrix (V, O, VO or Q, K, QK; GQA repeats the\n"
     "shared head's rows): layer, head, matrix, rank, stable_rank, entropy_rank, participation,\n"
     "norm, alpha, alpha_sigma, xmin, ks, tail, mp_edge, spikes (`help spectrum`: `stats`), from the\n"
@@ -273,6 +278,8 @@ static const Param ranks_kw[] = {
     { .name = "heads", .type = ARG_FLAG, .comp = COMP_NONE, .help = "print every head's row even when the table is large" },
     { .name = "metrics", .type = ARG_FLAG, .comp = COMP_NONE,
       .help = "spectral health rows per head and matrix: stable / entropy rank, participation, norm, alpha, MP edge" },
+    { .name = "groups", .type = ARG_FLAG, .comp = COMP_NONE,
+      .help = "GQA: one row per KV head's group, its rank at tau -- the rank `truncate ... tau T` keeps" },
     PARAM_RANKS_MODEL,
     PARAM_TO, {0}
 };
@@ -433,6 +440,10 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         return al_err("ranks: `metrics` rows are in head order; drop `order rank`");
     if (target_model(s, a, &m)) return AL_ERR;
     if (param_layers(out, a, which, m, &lo, &hi)) return AL_ERR;
+    if (args_flag(a, "groups") && (args_flag(a, "metrics") || args_flag(a, "summary") || args_given(a, "offset")))
+        return al_err("ranks: `groups` gives the ranks truncate keeps (no offset), one row per group: drop metrics, "
+                      "summary and offset");
+    if (args_flag(a, "groups")) return farr_groups_ranks(m, kind, tau, (int)lo, (int)hi, a, out);
     FarrRankRow *rows;
     size_t n;
     FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = offset,
@@ -466,6 +477,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     if (out_narrates(out)) say_qk_dims(s, out, kind);
     if (out_narrates(out)) say_nope_layers(out, &m->cfg, kind, lo, hi, offset);
     if (out_narrates(out)) say_sinks(out, &m->cfg, kind);
+    if (out_narrates(out)) farr_groups_note(out, m, kind, tau);
     if (brief) {
         char *text = table_render(brief_t, out->fmt, out->prec);
         if (text) out_printf(out, "%s", text);
