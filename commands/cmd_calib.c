@@ -424,7 +424,39 @@ static void kvsvd_xf_describe(const Xform *x, char *buf, size_t cap) {
     snprintf(buf, cap, "kvsvd learn of %s (KV-cache projections)", x->src->name);
 }
 
-const XformKind cmd_kvsvd_xform = { .name = "kvsvd learn", .export_to = kvsvd_xf_export,
+/* `kv-cache` rows of the learned projections, one per method (c->part-th learned): the cache holds k @ proj_k and
+ * v @ proj_v, G (rank_k + rank_v) values per token per layer, their mean over the layers (exact, as truncate's);
+ * parameters per layer: the model's attention and the projections `export` writes (proj_k, proj_q: G d R_k;
+ * proj_v, proj_o: G dv R_v), their mean. */
+static bool kvsvd_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) {
+    CalibState *cs;
+    if (!c->s || ws_calib_of(c->s, x->src, &cs)) { al_err_clear(); return false; }
+    int k = -1;
+    for (size_t i = 0, j = 0; i < KQ_NMETHODS; i++)
+        if (cs->proj[i] && j++ == c->part) { k = (int)i; break; }
+    if (k < 0) return false;
+    const KqProj *p = cs->proj[k];
+    size_t G = (size_t)p->sh.n_kv_heads, L = (size_t)p->sh.n_layers, all = 0, extra = 0;
+    int lo = 1 << 30, hi = 0;
+    for (size_t l = 0; l < L; l++) {
+        size_t rk = (size_t)p->rank_k[l], rv = (size_t)p->rank_v[l];
+        all += G * (rk + rv);
+        extra += 2 * G * ((size_t)p->sh.d_qk * rk + (size_t)p->sh.d_v * rv);
+        int r[2] = {p->rank_k[l], p->rank_v[l]};
+        for (int i = 0; i < 2; i++) { lo = r[i] < lo ? r[i] : lo; hi = r[i] > hi ? r[i] : hi; }
+    }
+    double now = L ? (double)all / (double)L : 0;
+    snprintf(row->scheme, sizeof row->scheme, "kvsvd learn %s (K / V ranks %d-%d per KV head, k @ proj_k and v @ "
+             "proj_v cached; K+V per token per layer %zu -> %.6g, mean over %zu layers; %zu bytes per token in %zu "
+             "layers; x%.4g)", kq_method_name((kq_method)k), lo, hi, c->before, now, L, all * c->bytes, L,
+             c->before ? now / (double)c->before : 1.0);
+    row->values = now;
+    row->params = cfg_attn_params(&x->src->cfg) + (size_t)llround((double)extra / (double)(L ? L : 1));
+    for (size_t i = (size_t)k + 1; i < KQ_NMETHODS; i++) row->more |= cs->proj[i] != NULL;
+    return true;
+}
+
+const XformKind cmd_kvsvd_xform = { .name = "kvsvd learn", .export_to = kvsvd_xf_export, .kv_row = kvsvd_xf_kv_row,
                                 .check_dir = cmd_kvsvd_check_dir, .dir_manifest = KQ_MANIFEST,
                                        .describe = kvsvd_xf_describe, .alive = kvsvd_xf_alive,
                                        .export_label = "a KQ-SVD export", .no_format = "one layout",

@@ -356,7 +356,9 @@ static const char KV_HELP[] =
     "non-contextual A or B (formulas in core/methods/tpa.h; with d_k = d_v = d_h and h d_h = d_model they\n"
     "are Table 1's, plus W_O for MLA, which Table 1 leaves out) -- then the model as loaded (its\n"
     "own counts, biases included) and every conversion of it in the session: `convert mla`\n"
-    "(TransMLA: R + D values), `convert tpa` and `truncate` (FaRR: each KV head caches V, or K,\n"
+    "(TransMLA: R + D values), `convert tpa`, `kvsvd learn` (a row per learned method: each KV head\n"
+    "caches k @ proj_k and v @ proj_v, R_K + R_V values, the mean over the layers; parameters the\n"
+    "model's plus the projections) and `truncate` (FaRR: each KV head caches V, or K,\n"
     "at the rank kept; the mean over the layers; MLA's latent unchanged). Those rows carry in their scheme name what the\n"
     "four columns do not: the attention type as loaded, the conversion's settings, the bytes per\n"
     "token over all layers and the cache as a fraction of the model's (xF).\n"
@@ -376,7 +378,9 @@ static const char KV_HELP[] =
     "v_heads dv channels (Nemotron-H's MLP blocks keep nothing); the\n"
     "lightning indexer's keys (DeepSeek-V3.2, GLM-5: index_head_dim per token on each layer that\n"
     "runs its own indexer) in a row of their own; then\n"
-    "the totals of the KV cache, of the state (recurrent + conv) and of both. `to FILE.csv` writes\n"
+    "the totals of the KV cache, of the state (recurrent + conv) and of both, and a `total KV cache\n"
+    "with ...` row for each of the session's rows above (its values per token per layer on every\n"
+    "layer, N tokens; where layers keep windows, chunks or states a line says why not). `to FILE.csv` writes\n"
     "layer_type,layers,n_layers,tokens_cached,kv_values_per_token_per_layer,values,bytes.\n"
     "Examples:\n"
     "  kv-cache\n"
@@ -442,10 +446,13 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
     for (const Xform *x = xform_list(s); x && n < 64; x = x->next)
         if (x->src == m && x->kind->kv_row) mine[n++] = x;
     while (n--) {
-        XformKvRow r;
-        if (!mine[n]->kind->kv_row(mine[n], &c, &r)) continue;
-        if (kv_row(t, r.scheme, r.values, bytes, r.params)) return AL_ERR;
-        rows++;
+        XformKvRow r = {.more = true};
+        for (c.part = 0; r.more; c.part++) {          /* KQ-SVD: a row per learned method */
+            r.more = false;
+            if (!mine[n]->kind->kv_row(mine[n], &c, &r)) break;
+            if (kv_row(t, r.scheme, r.values, bytes, r.params)) return AL_ERR;
+            rows++;
+        }
     }
     if (!rows) {              /* the commands that run on m (an MLA model takes neither conversion) */
         char why[512];
@@ -507,8 +514,44 @@ static size_t kv_ctx_type(const Model *m, const KvcacheRow *r, size_t bytes, cha
     return r->kind == KVC_STATE && m->cfg.lin.state_f32 ? 4 : bytes;
 }
 
-/* `kv-cache context N`: per layer type what the cache holds at N tokens, then the totals. */
-static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *bw, const char *to, Out *out) {
+/* `kv-cache context N`'s rows of the session's transformations of m (kv_session_rows' rows at N tokens): the
+ * model's total kv with its attention layers' cache (values per token per layer c.before) replaced by the row's.
+ * Exact where every layer keeps N tokens (full is kv's values without windows or chunks); else a line says why
+ * there is no such row. */
+static int kv_ctx_xform_rows(Session *s, Model *m, Table *t, size_t N, size_t bytes, size_t kv, bool full, Out *out) {
+    XformKvCtx c = {.before = cfg_kv_values(&m->cfg), .bytes = bytes, .layers = (size_t)cfg_n_kv_layers(&m->cfg),
+                    .s = s};
+    const Xform *mine[64];
+    size_t n = 0;
+    for (const Xform *x = xform_list(s); x && n < 64; x = x->next)
+        if (x->src == m && x->kind->kv_row) mine[n++] = x;
+    while (n--) {                                     /* oldest first, as `kv-cache` lists them */
+        const Xform *x = mine[n];
+        XformKvRow r = {.more = true};
+        for (c.part = 0; r.more; c.part++) {
+            r.more = false;
+            if (!x->kind->kv_row(x, &c, &r)) break;
+            if (!full) {
+                out_printf(out, "(%s: not counted at a context of %zu tokens: its layers keep windows, chunks or states, "
+                           "and its row gives a mean over the layers, not each layer's; `kv-cache` gives it per token)\n",
+                           r.scheme, N);
+                continue;
+            }
+            double v = (double)kv - (double)(c.before * c.layers * N) + r.values * (double)(c.layers * N);
+            if (table_row(t)) return AL_ERR;
+            char type[420];
+            snprintf(type, sizeof type, "total KV cache with %s", r.scheme);
+            table_str(t, type); table_str(t, ""); table_int(t, (long long)c.layers); table_int(t, (long long)N);
+            if (r.values == floor(r.values)) table_int(t, (long long)r.values); else table_num(t, r.values);
+            table_int(t, llround(v)); table_int(t, llround(v * (double)bytes));
+        }
+    }
+    return AL_OK;
+}
+
+/* `kv-cache context N`: per layer type what the cache holds at N tokens, then the totals, then the session's
+ * transformations of m at N (kv_ctx_xform_rows). */
+static int cmd_kv_context(Session *s, Model *m, size_t N, size_t bytes, const char *bw, const char *to, Out *out) {
     KvcacheRow r[KVCACHE_MAX_ROWS];
     int n;
     if (kvcache_at(m, N, r, &n)) return AL_ERR;
@@ -531,6 +574,7 @@ static int cmd_kv_context(Model *m, size_t N, size_t bytes, const char *bw, cons
     if (rc == AL_OK) rc = kv_ctx_row(t, "total KV cache", NULL, nkv, kv, kvb);
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total state (recurrent + conv)", NULL, nst, st, stb);
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total", NULL, nkv + nst, kv + st, kvb + stb);
+    if (rc == AL_OK) rc = kv_ctx_xform_rows(s, m, t, N, bytes, kv, full == kv && !st, out);
     if (rc) { table_free(t); return rc; }
     out_printf(out, "%s at a context of %zu tokens, %zu bytes per value (%s): the KV cache holds %zu values (%.4g per "
                "token; %zu without windows or chunks: x%.4g)%s\n", m->name, N, bytes, bw, kv, (double)kv / (double)N, full,
@@ -555,7 +599,7 @@ static int cmd_kv_table(Session *s, const Args *a, Out *out) {
     char bw[200];
     size_t bytes = kv_value_bytes(m, a, bw, sizeof bw);
     if (args_given(a, "context"))
-        return cmd_kv_context(m, (size_t)args_int(a, "context"), bytes, bw, args_str(a, "to"), out);
+        return cmd_kv_context(s, m, (size_t)args_int(a, "context"), bytes, bw, args_str(a, "to"), out);
     TpaDims d = tpa_dims_from_config(&m->cfg);
     if (args_given(a, "rq")) d.r_q = (size_t)args_int(a, "rq");
     if (args_given(a, "rk")) d.r_k = (size_t)args_int(a, "rk");

@@ -33,6 +33,7 @@ typedef struct Xform Xform;
 typedef struct {
     size_t before, bytes, layers;
     Session *s;
+    size_t part;           /* which row of a kind that gives several (XformKvRow.more): 0, 1, ... */
 } XformKvCtx;
 
 /* A kv-cache row: scheme name, values per token per layer (a mean over layers that differ may be
@@ -41,6 +42,7 @@ typedef struct {
     char scheme[384];
     double values;
     size_t params;
+    bool more;             /* another row follows (kv_row again with part + 1): KQ-SVD, one per learned method */
 } XformKvRow;
 
 typedef struct XformKind {
