@@ -18,18 +18,17 @@
 
 #define EVAL_WINDOWS 32          /* kvsvd eval's default `samples` */
 
-/* The windows to evaluate on: `text FILE`, else the session's calibration text of m; split and
+/* The windows to evaluate on: `text FILE` or `ids FILE`, else the session's calibration text of m; split and
  * seqlen as the export recorded. *own: owned tokens (or NULL); on: what they are. */
 static int eval_windows(Session *s, Model *m, const KqExport *e, const Args *a, int **own, const int **ids, size_t *L,
                         size_t *first, size_t *count, char *on, size_t cap) {
-    const char *file = args_str(a, "text");
+    const char *file;
     bool train = e->eval_split && !strcmp(e->eval_split, "train");
     calib_split split = train ? CALIB_TRAIN : CALIB_VALID;
     CalibText ct;
     size_t n;
-    *own = NULL;
-    if (file && *file) {
-        if (ws_check_tokens(s, m, file, own, &n)) return al_err_ctx("check: text %s", file);
+    if (ws_check_input(s, m, a, own, &n, &file)) return AL_ERR;    /* text FILE or ids FILE */
+    if (file) {
         *ids = *own;
     } else if (ws_calib_text(s, m, &ct)) {
         *ids = ct.ids;

@@ -180,9 +180,12 @@ static bool is_gguf_export(const Args *a) {
 static int cmd_export(Session *s, const Args *a, Out *out) {
     if (is_gguf_export(a)) return export_gguf(s, a, out);
     const Xform *x = xform_newest(s, s->cur, NULL);
+    char other[512];
+    if (!x) ws_check_elsewhere(s, s->cur, false, "export DIR", other, sizeof other);
     if (!x)
-        return al_err("nothing to export for %s: run `truncate vo|qk ...`, `convert mla ...`, `convert tpa ...` or "
-                      "`kvsvd learn ...` first (or `export FILE.gguf` for the model itself)", s->cur->name);
+        return al_err("nothing to export for %s (the current model): %s%srun `truncate vo|qk ...`, `convert mla ...`, "
+                      "`convert tpa ...` or `kvsvd learn ...` on it first (or `export FILE.gguf` for the model itself)",
+                      s->cur->name, other, *other ? "; or " : "");
     const XformKind *k = x->kind;
     const char *kw[] = {"format", "dtype", "shard-mb"}, *why[] = {k->no_format, k->no_dtype, k->no_shard_mb};
     for (size_t i = 0; i < 3; i++)
@@ -212,7 +215,8 @@ static const char CHECK_HELP[] =
     "manifest (check_inputs) and the statistics in check_inputs.safetensors when they fit 64 MiB;\n"
     "otherwise `check DIR` takes them from the session's calibration of the source when its digest\n"
     "matches, and else says so and draws unit-variance tokens.\n"
-    "Perplexity before and after only on a text: `text FILE`, else the held-out validation split of\n"
+    "Perplexity before and after only on a text: `text FILE` or `ids FILE` (token ids), the forms `ppl`\n"
+    "takes, windows as ppl's default (its `after` is ppl's number), else the held-out validation split of\n"
     "the session's calibration text of the source (the tokens `convert mla` measures); none without.\n"
     "With no folder it checks the session's latest transformation of the current model (`truncate`:\n"
     "the FaRR working copy, on tokens drawn as `compare` draws them, with compare's farr out_err at\n"
@@ -267,6 +271,19 @@ static bool kind_owns(const XformKind *k, const char *dir) {
     return yes;
 }
 
+/* check with no folder and nothing to check: what to do -- load a model, `use` the one with a transformation, or
+ * make one. */
+static int check_nothing(Session *s) {
+    char other[512];
+    if (!s->cur)
+        return al_err("check: nothing to check: no model is loaded -- `load NAME`, truncate or convert it, then `check`; "
+                      "or `check DIR` of an export folder (no model needed)");
+    ws_check_elsewhere(s, s->cur, true, "check", other, sizeof other);
+    return al_err("check: nothing to check for %s (the current model): %s%sgive an export folder (check DIR), or "
+                  "truncate or convert %s first (truncate vo ..., convert mla ..., convert tpa ...); KQ-SVD is measured "
+                  "by `kvsvd eval`", s->cur->name, other, *other ? "; or " : "", s->cur->name);
+}
+
 static int cmd_check(Session *s, const Args *a, Out *out) {
     const char *name = args_str(a, "source"), *dir = args_str(a, "dir");
     if (name && *name && !session_find(s, name)) return al_err("check: no loaded model named '%s'", name);
@@ -277,8 +294,7 @@ static int cmd_check(Session *s, const Args *a, Out *out) {
             out_printf(out, "%s\n", head);
             return x->kind->check(s, x, a, out);
         }
-        return al_err("check: nothing to check: give an export folder (check DIR), or truncate or convert first "
-                      "(truncate vo ..., convert mla ..., convert tpa ...); KQ-SVD is measured by `kvsvd eval`");
+        return check_nothing(s);
     }
     for (size_t i = 0; methods_checkable_kinds[i]; i++) {
         const XformKind *k = methods_checkable_kinds[i];

@@ -296,9 +296,10 @@ static int cmd_generate_run(Model *m, Tokenizer *t, Forward *f, const Args *a, O
 /* ================================================================ ppl */
 
 static const char PPL_HELP[] =
-    "Perplexity of the current model on a text FILE (encoded with the model's tokenizer, BOS\n"
-    "first) or, with `ids FILE`, on whitespace-separated token ids (from `tokenize ... to FILE`\n"
-    "or any other tokenizer). The tokens are cut into non-overlapping windows of L tokens (the\n"
+    "Perplexity of the current model on a text FILE (or `text FILE`, as `check` takes it; encoded\n"
+    "with the model's tokenizer, BOS first) or, with `ids FILE`, on whitespace-separated token ids\n"
+    "(from `tokenize ... to FILE` or any other tokenizer; `check` takes both forms too, and gives\n"
+    "the same number for the same input as its `after`). The tokens are cut into non-overlapping windows of L tokens (the\n"
     "last one may be shorter, at least 2); each window is a fresh sequence that predicts its\n"
     "tokens 2..L. `max-tokens N` uses only the first N tokens. The result is one row:\n"
     "tokens (predicted), nll (mean negative log-likelihood, nats) and ppl = exp(nll); `to\n"
@@ -318,9 +319,10 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
 static int cmd_ppl(Session *s, const Args *a, Out *out) {
     Model *m = s->cur;
     const char *what = args_str(a, "what"), *file = args_str(a, "file");
-    bool ids_mode = file && *file;
-    if (ids_mode && strcmp(what, "ids") != 0)
-        return al_err("ppl: give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
+    bool ids_mode = file && *file && !strcmp(what, "ids");
+    if (file && *file && !ids_mode && strcmp(what, "text") != 0)   /* check's forms: text FILE, ids FILE */
+        return al_err("ppl: give FILE or `text FILE` (a text), or `ids FILE` (token ids), not '%s' followed by '%s'",
+                      what, file);
     Forward *f;
     XformAttn held;
     if (lm_forward(s, m, &f) != AL_OK) return AL_ERR;
@@ -336,6 +338,7 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
     const char *what = args_str(a, "what"), *file = args_str(a, "file");
     int *ids = NULL;
     size_t n = 0;
+    if (file && *file) what = file;                     /* `text FILE` / `ids FILE`: the file */
     int rc = lm_text_ids(s, m, what, ids_mode ? file : NULL, &ids, &n);
     if (rc != AL_OK) return rc;
     long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;    /* default: min(512, the context) */
@@ -343,7 +346,7 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < n) n = (size_t)args_int(a, "max-tokens");
     FwdPpl p;
     double t0 = now_s();
-    rc = n < 2 ? al_err("ppl: %s has %zu tokens; at least 2 are needed", ids_mode ? file : what, n)
+    rc = n < 2 ? al_err("ppl: %s has %zu tokens; at least 2 are needed", what, n)
                : fwd_ppl(f, ids, n, L, &p);
     free(ids);
     if (rc != AL_OK && !(rc == AL_INTERRUPTED && p.tokens > 0)) return rc;
@@ -410,10 +413,10 @@ static const Param generate_kw[] = {
     {0}
 };
 static const Param ppl_pos[] = {
-    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|ids",
-      .help = "a text file, or the word ids followed by a file of token ids" },
+    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|text|ids",
+      .help = "a text file, or the word text followed by one, or the word ids followed by a file of token ids" },
     { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
-      .help = "after the word ids: whitespace-separated token ids" },
+      .help = "after the word text: a text file; after the word ids: whitespace-separated token ids" },
     {0}
 };
 static const Param ppl_kw[] = {

@@ -314,7 +314,7 @@ static bool convert_int(const Param *p, const char *text, ArgVal *v, char *why, 
     }
     v->f = (double)v->i;
     if (p->min < p->max && (v->f < p->min || v->f > p->max)) {
-        snprintf(why, cap, "%s %s is out of range: valid values are %g-%g", p->name, text, p->min, p->max);
+        snprintf(why, cap, "%s %s is out of range: valid values are %.0f-%.0f", p->name, text, p->min, p->max);
         return false;
     }
     return true;

@@ -330,7 +330,7 @@ static int setting_parse(Session *s, const Setting *st, const char *value) {
     case SET_INT: {
         long p = strtol(value, &end, 10);
         if (!*value || *end || p < st->min || p > st->max)
-            return al_err("set %s: '%s' is not an integer %g-%g", k, value, st->min, st->max);
+            return al_err("set %s: '%s' is not an integer %.0f-%.0f", k, value, st->min, st->max);
         *FIELD(s, int, st->off) = (int)p;
         return AL_OK;
     }
@@ -351,7 +351,7 @@ static int setting_parse(Session *s, const Setting *st, const char *value) {
         long w = strtol(value, &end, 10), h = 0;
         if (*end == 'x' || *end == 'X') h = strtol(end + 1, &end, 10);
         if (*end || w < st->min || h < st->min2 || w > st->max || h > st->max)
-            return al_err("set %s: '%s' is not WxH in pixels, width %g-%g and height %g-%g (what figures can be drawn "
+            return al_err("set %s: '%s' is not WxH in pixels, width %.0f-%.0f and height %.0f-%.0f (what figures can be drawn "
                           "at; e.g. set %s %s)", k, value, st->min, st->max, st->min2, st->max, k, st->example);
         *FIELD(s, int, st->off) = (int)w;
         *FIELD(s, int, st->off2) = (int)h;

@@ -13,6 +13,8 @@
 #include "calib.h"
 #include "tokenizer.h"
 #include "ws_calib.h"
+#include "ws_lm.h"
+#include "xform.h"
 #include "ws_tmla.h"
 
 /* The statistics of a conversion of src as the session has them now, for ci (n_layers entries,
@@ -242,11 +244,34 @@ int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n
     return rc;
 }
 
+/* A file of token ids for m (ppl's `ids FILE`: lm_read_ids), each checked against m's vocabulary. */
+static int check_ids_file(Session *s, Model *m, const char *file, int **ids, size_t *n) {
+    if (in_session(s, m)) return ws_read_tokens(s, m, file, true, ids, n);
+    int rc = lm_read_ids(file, ids, n);
+    for (size_t i = 0; rc == AL_OK && i < *n; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab)
+            rc = al_err("%s: token %zu is id %d, outside %s's vocabulary (0-%d)", file, i + 1, (*ids)[i], m->name,
+                        m->cfg.vocab - 1);
+    if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    return rc;
+}
+
+int ws_check_input(Session *s, Model *m, const Args *a, int **ids, size_t *n, const char **name) {
+    const char *text = args_str(a, "text"), *idf = args_str(a, "ids");
+    bool has_text = text && *text, has_ids = idf && *idf;
+    *ids = NULL, *n = 0, *name = NULL;
+    if (has_text && has_ids) return al_err("check: give `text FILE` or `ids FILE` (as ppl takes them), not both");
+    if (!has_text && !has_ids) return AL_OK;
+    *name = has_ids ? idf : text;
+    int rc = has_ids ? check_ids_file(s, m, idf, ids, n) : ws_check_tokens(s, m, text, ids, n);
+    return rc ? al_err_ctx("check: %s %s", has_ids ? "ids" : "text", *name) : AL_OK;
+}
+
 int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t) {
     memset(t, 0, sizeof *t);
-    const char *file = args_str(a, "text");
-    if (file && *file) {
-        if (ws_check_tokens(s, src, file, &t->own, &t->n)) return al_err_ctx("check: text %s", file);
+    const char *file;
+    if (ws_check_input(s, src, a, &t->own, &t->n, &file)) return AL_ERR;
+    if (file) {
         t->ids = t->own;
         t->seqlen = default_seqlen(src);
         if (t->seqlen > t->n) t->seqlen = t->n;
@@ -298,4 +323,18 @@ void ws_check_ppl_line(Out *out, const CheckText *t, size_t tokens, double nll_b
         out_printf(out, "perplexity on %zu tokens, %s: %.6g before (source), %.6g after (%s) (%+.2f%%; log %.5f -> "
                    "%.5f)\n", tokens, t->on, exp(nll_before), exp(nll_after), after,
                    100.0 * (exp(nll_after - nll_before) - 1), nll_before, nll_after);
+}
+
+/* ================================================================ another model's transformation */
+
+void ws_check_elsewhere(Session *s, const Model *m, bool check, const char *verb, char *buf, size_t cap) {
+    *buf = 0;
+    for (const Xform *x = xform_list(s); x; x = x->next) {
+        if (x->src == m || !(check ? x->kind->check != NULL : x->kind->export_to != NULL)) continue;
+        char d[256];
+        xform_describe(x, d, sizeof d);
+        snprintf(buf, cap, "`use %s`, then `%s` (%s has %s%s%s)", x->src->name, verb, x->src->name, x->cmd ? "`" : "",
+                 x->cmd ? x->cmd : d, x->cmd ? "`" : "");
+        return;
+    }
 }

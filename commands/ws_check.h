@@ -72,7 +72,11 @@ typedef struct {
 /* The tokens of text file `file` for m (a session model, or one a check opened: its own tokenizer
  * then, nothing kept); caller frees *ids. */
 int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n);
-/* `text FILE` (a's keyword), else the validation windows of the session's calibration text of
+/* check's input for m: `text FILE` (encoded as ppl encodes it) or `ids FILE` (token ids, as `ppl ids FILE`
+ * reads them) -- a's keywords, one of them; *name the file, NULL (nothing read) when neither is given.
+ * Caller frees *ids. */
+int ws_check_input(Session *s, Model *m, const Args *a, int **ids, size_t *n, const char **name);
+/* `text FILE` or `ids FILE` (a's keywords: ws_check_input), else the validation windows of the session's calibration text of
  * src, else none (t->ids NULL, t->on says how to get one). Free with ws_check_text_free. */
 int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t);
 /* The validation windows of the session's calibration text of src (as `convert mla` measures its
@@ -84,10 +88,17 @@ void ws_check_text_free(CheckText *t);
 void ws_check_ppl_line(Out *out, const CheckText *t, size_t tokens, double nll_before, double nll_after,
                        const char *after);
 
-/* The keyword of check's text. */
+/* For `check` / `export` (verb) when the current model m has nothing to measure or write: the newest
+ * transformation of another loaded model that could be (check: one with a check), as "`use a`, then `check`
+ * (a has `truncate vo rank 4`)" into buf; "" when none. */
+void ws_check_elsewhere(Session *s, const Model *m, bool check, const char *verb, char *buf, size_t cap);
+
+/* The keywords of check's text: `text FILE`, `ids FILE`. */
 #define PARAM_CHECK_TEXT                                                                                   \
     { .name = "text", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                              \
       .help = "a text for the perplexity before/after (default: the held-out windows of the session's "     \
-              "calibration text of the source)" }
+              "calibration text of the source)" },                                                          \
+    { .name = "ids", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE",                               \
+      .help = "token ids instead of a text (as `ppl ids FILE` reads them)" }
 
 #endif

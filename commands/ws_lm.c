@@ -126,7 +126,8 @@ int lm_read_ids(const char *path, int **ids, size_t *n) {
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX) {
+        bool whole = !*end || strchr(" \n\t\r,", *end);   /* "3x" is no id: not 3, then 'x' */
+        if (end == p || !whole || errno || x < 0 || x > INT32_MAX) {
             char q[72];
             rc = al_err("%s: token %zu ('%s') is not a non-negative integer id", path, k + 1, lm_token_quote(p, q, sizeof q));
             break;
