@@ -19,6 +19,8 @@ rows=$(grep -E '^ +1127 +2\.27885 +9\.76547$' <<<"$out" | wc -l)
 ok "ppl text FILE, ppl ids FILE and ppl FILE: one number, 9.76547 on 1127 tokens (got $rows rows)" [ "$rows" = 3 ]
 ok "check text FILE: after = ppl's" has "$out" "perplexity on 1127 tokens, story.txt (given: 1130 tokens), windows of 512: 3.7555 before (source), 9.76547 after"
 ok "check ids FILE: after = ppl's" has "$out" "perplexity on 1127 tokens, ids.txt (given: 1130 tokens), windows of 512: 3.7555 before (source), 9.76547 after"
+out=$(e "$L; truncate vo rank 4; export ex format dense; check ex ids ids.txt")
+ok "check DIR ids FILE: the export's after = ppl's" has "$out" "perplexity on 1127 tokens, ids.txt (given: 1130 tokens), windows of 512: 3.7555 before (source), 9.76547 after (the export"
 out=$(e "$L; truncate vo rank 4; check text story.txt ids ids.txt")
 ok "check text and ids together: refused by name" has "$out" "give \`text FILE\` or \`ids FILE\` (as ppl takes them), not both"
 out=$(e "$L; ppl words story.txt")
