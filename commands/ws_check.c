@@ -13,7 +13,6 @@
 #include "calib.h"
 #include "tokenizer.h"
 #include "ws_calib.h"
-#include "ws_lm.h"
 #include "xform.h"
 #include "ws_tmla.h"
 
@@ -244,18 +243,6 @@ int ws_check_tokens(Session *s, Model *m, const char *file, int **ids, size_t *n
     return rc;
 }
 
-/* A file of token ids for m (ppl's `ids FILE`: lm_read_ids), each checked against m's vocabulary. */
-static int check_ids_file(Session *s, Model *m, const char *file, int **ids, size_t *n) {
-    if (in_session(s, m)) return ws_read_tokens(s, m, file, true, ids, n);
-    int rc = lm_read_ids(file, ids, n);
-    for (size_t i = 0; rc == AL_OK && i < *n; i++)
-        if ((*ids)[i] < 0 || (*ids)[i] >= m->cfg.vocab)
-            rc = al_err("%s: token %zu is id %d, outside %s's vocabulary (0-%d)", file, i + 1, (*ids)[i], m->name,
-                        m->cfg.vocab - 1);
-    if (rc) { free(*ids); *ids = NULL; *n = 0; }
-    return rc;
-}
-
 int ws_check_input(Session *s, Model *m, const Args *a, int **ids, size_t *n, const char **name) {
     const char *text = args_str(a, "text"), *idf = args_str(a, "ids");
     bool has_text = text && *text, has_ids = idf && *idf;
@@ -263,7 +250,8 @@ int ws_check_input(Session *s, Model *m, const Args *a, int **ids, size_t *n, co
     if (has_text && has_ids) return al_err("check: give `text FILE` or `ids FILE` (as ppl takes them), not both");
     if (!has_text && !has_ids) return AL_OK;
     *name = has_ids ? idf : text;
-    int rc = has_ids ? check_ids_file(s, m, idf, ids, n) : ws_check_tokens(s, m, text, ids, n);
+    /* ids: ws_read_tokens reads them for any model (no tokenizer), checked against m's vocabulary */
+    int rc = has_ids ? ws_read_tokens(s, m, idf, true, ids, n) : ws_check_tokens(s, m, text, ids, n);
     return rc ? al_err_ctx("check: %s %s", has_ids ? "ids" : "text", *name) : AL_OK;
 }
 
