@@ -144,7 +144,8 @@ static int cmd_lint(Session *s, const Args *a, Out *out) {
 static const char LINT_HELP[] =
     "Checks a checkpoint folder against what the engines people deploy read, and says per\n"
     "target -- transformers (the family's class), vLLM, SGLang, llama.cpp (by convert_hf_to_gguf.py)\n"
-    "-- whether it loads, \"will not load\", or \"loads, but computes a different model\", and why.\n"
+    "-- whether it loads, \"will not load\", or \"loads, but computes a different model\", and why\n"
+    "(vLLM / SGLang on a folder without tokenizer files: \"loads with --skip-tokenizer-init ...\").\n"
     "Checked: config.json (present, parsed, model_type and architectures known to each engine);\n"
     "every tensor the family's loader expects, with the shape config.json implies (hidden, heads,\n"
     "KV heads, head_dim, intermediate, vocab, MLA ranks and head dims, experts, FP8 scales) for\n"

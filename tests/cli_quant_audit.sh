@@ -66,7 +66,7 @@ $P/fp8blk_quant.py "$T/dl" "$T/dlct" ct
 out=$(e "load $T/dlct; truncate vo tau 0.9 layers 1; export $T/ex-dlct format dense dtype fp8; lint $T/ex-dlct; load $T/ex-dlct")
 ok "ct FP8_BLOCK dtype fp8: 2 rewritten in FP8" has "$out" "layer 1) F8_E4M3 -> F8_E4M3: added error"
 ok "ct FP8_BLOCK dtype fp8: transformers loads the export" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
-ok "ct FP8_BLOCK dtype fp8: vLLM too" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
+ok "ct FP8_BLOCK dtype fp8: vLLM too" has "$out" "^vLLM  *LlamaForCausalLM  *loads\( with --skip-tokenizer-init .*\)\?$"
 ok "ct FP8_BLOCK dtype fp8: attnlab reloads it" has "$out" "^loaded ex-dlct: llama"
 msg=$(python3 -c "
 import sys
@@ -88,7 +88,7 @@ for spec in "ct-tensor tensor" "ct-channel channel"; do
     ok "$1 dtype bf16: q_proj / k_proj written BF16 with the rewritten v_proj" has "$out" \
         "^2 of them (self_attn.k_proj.weight, self_attn.q_proj.weight) unchanged by the cut but written BF16 too"
     ok "$1 dtype bf16: no fused layer half quantized" hasnt "$out" "fuses with it"
-    ok "$1 dtype bf16: the export lints clean in vLLM" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
+    ok "$1 dtype bf16: the export lints clean in vLLM" has "$out" "^vLLM  *LlamaForCausalLM  *loads\( with --skip-tokenizer-init .*\)\?$"
 done
 
 # ---- lint: projections the config quantizes stored plain and not listed
@@ -97,9 +97,9 @@ $P/fp4_quant.py "$SRC" "$T/nv-unlisted" nvfp4 unlisted
 $P/int4ct_quant.py "$SRC" "$T/int4"
 out=$(e "lint $T/nv")
 ok "nvfp4 writer lists the plain down_proj: transformers loads it" has "$out" "^transformers  *LlamaForCausalLM  *loads$"
-ok "... vLLM too" has "$out" "^vLLM  *LlamaForCausalLM  *loads$"
+ok "... vLLM too" has "$out" "^vLLM  *LlamaForCausalLM  *loads\( with --skip-tokenizer-init .*\)\?$"
 ok "... and nothing said of unquantized projections" hasnt "$out" "stored unquantized"
-ok "int4 writer lists them too: vLLM loads it" has "$(e "lint $T/int4")" "^vLLM  *LlamaForCausalLM  *loads$"
+ok "int4 writer lists them too: vLLM loads it" has "$(e "lint $T/int4")" "^vLLM  *LlamaForCausalLM  *loads\( with --skip-tokenizer-init .*\)\?$"
 out=$(e "lint $T/nv-unlisted")
 ok "unlisted plain NVFP4 projections: an error" has "$out" \
     "error .*model.layers.0.mlp.down_proj.weight is stored unquantized but the quantization config (config.json quantization_config.quant_method) makes it NVFP4 (ModelOpt) (5 modules like it): transformers finds none of its codes or scales; vLLM and SGLang skip their missing-weight check for a quantized model and refuse its unpacked shape"

@@ -38,13 +38,15 @@ const char *lint_severity_name(lint_severity s) {
 }
 
 const char *lint_verdict_name(lint_verdict v) {
-    return v == LINT_FAILS ? "will not load" : v == LINT_DIFFERENT ? "loads, but computes a different model" : "loads";
+    return v == LINT_FAILS ? "will not load" : v == LINT_DIFFERENT ? "loads, but computes a different model"
+           : v == LINT_LOADS_FLAGS ? "loads with --skip-tokenizer-init (or --tokenizer naming the source)" : "loads";
 }
 
 lint_verdict lint_verdict_of(const LintReport *r, unsigned target) {
     lint_verdict v = LINT_LOADS;
     for (size_t i = 0; i < r->n; i++) {
         const LintFinding *f = &r->f[i];
+        if (f->sev != LINT_ERROR && (f->flags & target) && v == LINT_LOADS) v = LINT_LOADS_FLAGS;
         if (f->sev != LINT_ERROR || !(f->targets & target)) continue;
         if (!(f->loads & target)) return LINT_FAILS;
         v = LINT_DIFFERENT;
@@ -216,9 +218,11 @@ static void check_tokenizer(Lint *x) {
     bool tok = has_file(x, "tokenizer.json") || has_file(x, "tokenizer.model") ||
                (has_file(x, "vocab.json") && has_file(x, "merges.txt"));
     if (!tok) {
+        size_t at = x->r->n;
         add(x, LINT_WARNING, LT_HF | LT_VLLM | LT_SGLANG, 0, "no tokenizer (tokenizer.json, tokenizer.model, or "
             "vocab.json + merges.txt): the weights load, but vLLM and SGLang start only with --skip-tokenizer-init or "
             "--tokenizer naming the source model; copy the source's tokenizer files into the folder");
+        if (x->r->n > at) x->r->f[at].flags = LT_VLLM | LT_SGLANG;   /* their verdict says it: one verdict */
         add(x, LINT_ERROR, LT_LLAMACPP, 0, "no tokenizer files: convert_hf_to_gguf.py writes the vocabulary from them "
             "and stops without; copy the source's tokenizer.json / tokenizer.model and tokenizer_config.json");
     } else if (!has_file(x, "tokenizer_config.json"))

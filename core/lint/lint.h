@@ -43,7 +43,9 @@ enum { LT_HF = ENGINE_HF, LT_VLLM = ENGINE_VLLM, LT_SGLANG = ENGINE_SGLANG, LT_L
 #define LINT_NTARGETS 4
 #define LT_ALL (LT_HF | LT_VLLM | LT_SGLANG | LT_LLAMACPP)
 
-typedef enum { LINT_LOADS, LINT_DIFFERENT, LINT_FAILS } lint_verdict;
+/* LINT_LOADS_FLAGS: loads, but the engine starts only with launch flags (no tokenizer in the folder: vLLM and
+ * SGLang need --skip-tokenizer-init or --tokenizer naming the source), one verdict, not "loads" beside a warning. */
+typedef enum { LINT_LOADS, LINT_DIFFERENT, LINT_FAILS, LINT_LOADS_FLAGS } lint_verdict;
 
 typedef struct {
     lint_severity sev;
@@ -51,6 +53,7 @@ typedef struct {
     unsigned loads;       /* errors: of those targets, the ones that load the folder anyway and
                              compute a different model (the rest refuse it) */
     char *msg;            /* what is wrong and what to do (owned) */
+    unsigned flags;       /* warnings: of its targets, those that start only with the launch flags it names */
 } LintFinding;
 
 typedef struct {
@@ -74,9 +77,9 @@ const char *lint_target_name(int i);
 /* "error", "warning", "advisory". */
 const char *lint_severity_name(lint_severity s);
 /* A target's verdict (bit LT_*): fails when an error refuses it, different when an error loads
- * but changes the model, else loads. */
+ * but changes the model, loads with flags when a warning says it starts only with launch flags, else loads. */
 lint_verdict lint_verdict_of(const LintReport *r, unsigned target);
-/* "loads", "loads, but computes a different model", "will not load". */
+/* "loads", "loads, but computes a different model", "will not load", "loads with --skip-tokenizer-init ...". */
 const char *lint_verdict_name(lint_verdict v);
 /* Findings of a severity (counts). */
 size_t lint_count(const LintReport *r, lint_severity s);
