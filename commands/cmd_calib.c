@@ -95,7 +95,7 @@ static int cmd_calibrate(Session *s, const Args *a, Out *out) {
     CalibShape sh;
     if (calib_shape_of(m, &sh) || ws_read_tokens_arg(s, "calibrate", what, file, &ids, &n)) return AL_ERR;
     int inputs = args_enum(a, "inputs");
-    CalibRequest rq = {.text = file && *file ? file : what, .ids_file = file && *file,
+    CalibRequest rq = {.text = file && *file ? file : what, .ids_file = file && *file && !strcmp(what, "ids"),
                        .samples = (size_t)args_int(a, "samples"), .seqlen = (size_t)args_int(a, "seqlen"),
                        .split = args_enum(a, "split") == 1 ? CALIB_VALID : CALIB_TRAIN,
                        .with_x = inputs == 1 || (inputs <= 0 && sh.hidden <= 2048), .keep_partial = true};
@@ -470,10 +470,10 @@ const XformKind cmd_kvsvd_xform = { .name = "kvsvd learn", .export_to = kvsvd_xf
 /* ================================================================ the table */
 
 static const Param calibrate_pos[] = {
-    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|ids",
-      .help = "a text file, or the word ids followed by a file of token ids" },
+    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|text|ids",
+      .help = "a text file; or the word text followed by a text file, or ids followed by a file of token ids" },
     { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
-      .help = "after the word ids: whitespace-separated token ids" },
+      .help = "after the word text: a text file; after ids: whitespace-separated token ids" },
     {0}
 };
 static const Param calibrate_kw[] = {

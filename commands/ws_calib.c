@@ -245,13 +245,16 @@ int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *r
     return rc;
 }
 
-/* Token ids of `what` (a text file) or, when what is the word ids, of the id file `file`. */
+/* Token ids of `what` (a text file), or of `file` when what is the word text (a text file, as ppl and
+ * check take it) or ids (a file of token ids). */
 int ws_read_tokens_arg(Session *s, const char *cmd, const char *what, const char *file, int **ids, size_t *n) {
     *ids = NULL;
     *n = 0;
-    if (file && *file && strcmp(what, "ids") != 0)
-        return al_err("%s: give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", cmd, what, file);
-    return ws_read_tokens(s, s->cur, file && *file ? file : what, file && *file, ids, n);
+    bool two = file && *file, is_ids = two && !strcmp(what, "ids");
+    if (two && !is_ids && strcmp(what, "text") != 0)
+        return al_err("%s: give FILE or `text FILE` (text), or `ids FILE` (token ids), not '%s' followed by '%s'",
+                      cmd, what, file);
+    return ws_read_tokens(s, s->cur, two ? file : what, is_ids, ids, n);
 }
 
 /* Token windows for an evaluation: ids (borrowed from the state or owned in *own), first, count,
