@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,15 @@ static const char *which_name(calib_which w) {
 
 /* ================================================================ new / free */
 
+/* G_X's n doubles, zeros: in a spill mapping where a file can be made (st->gx_spill its bytes), so that the rows
+ * calib_add accumulates into it, layer after layer, dirty page cache the kernel writes back and drops, not
+ * anonymous memory that grows with the layers (the same sums in the same order: the same bits); else calloc'd. */
+static double *gx_new(CalibStats *st, size_t n) {
+    double *p = n <= SIZE_MAX / sizeof(double) ? spill_zeroed(n * sizeof(double)) : NULL;
+    if (p) st->gx_spill = n * sizeof(double);
+    return p ? p : al_calloc(n, sizeof(double), "attention-input Gram matrices");
+}
+
 int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
     *out = NULL;
     if (sh->n_layers <= 0 || sh->n_heads <= 0 || sh->n_kv_heads <= 0 || sh->n_heads % sh->n_kv_heads ||
@@ -88,7 +98,7 @@ int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
         st->gk = al_calloc(nk, sizeof(double), "key Gram matrices");
         st->gq = al_calloc(nk, sizeof(double), "query Gram matrices");
         st->gv = al_calloc(nv, sizeof(double), "value Gram matrices");
-        if (with_x) st->gx = al_calloc(nx, sizeof(double), "attention-input Gram matrices");
+        if (with_x) st->gx = gx_new(st, nx);
         if (with_x) st->sx = al_calloc(L, (size_t)sh->hidden * sizeof(double), "attention-input sums");
         ok = st->gk && st->gq && st->gv && (!with_x || (st->gx && st->sx));
     }
