@@ -77,6 +77,24 @@ static double *gx_new(CalibStats *st, size_t n) {
     return p ? p : al_calloc(n, sizeof(double), "attention-input Gram matrices");
 }
 
+/* G_K, G_Q (nk doubles each) and G_V (nv), zeros: one spill mapping [G_K | G_Q | G_V] where a file can be made
+ * and the statistics hold more than one layer (3 MB a layer at 8B, beside G_X's 67; one layer's are a scratch that
+ * does not grow with the model, kqsvd.c's per-sequence Grams, cleared and refilled: anonymous), else calloc'd each. */
+static void kqv_new(CalibStats *st, size_t nk, size_t nv) {
+    bool fits = st->sh.n_layers > 1 && nv <= SIZE_MAX / sizeof(double) && nk <= (SIZE_MAX / sizeof(double) - nv) / 2;
+    double *p = fits ? spill_zeroed((2 * nk + nv) * sizeof(double)) : NULL;
+    if (p) {
+        st->kqv_spill = (2 * nk + nv) * sizeof(double);
+        st->gk = p;
+        st->gq = p + nk;
+        st->gv = p + 2 * nk;
+        return;
+    }
+    st->gk = al_calloc(nk, sizeof(double), "key Gram matrices");
+    st->gq = al_calloc(nk, sizeof(double), "query Gram matrices");
+    st->gv = al_calloc(nv, sizeof(double), "value Gram matrices");
+}
+
 int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
     *out = NULL;
     if (sh->n_layers <= 0 || sh->n_heads <= 0 || sh->n_kv_heads <= 0 || sh->n_heads % sh->n_kv_heads ||
@@ -95,9 +113,7 @@ int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
               al_mul_ok(L, layer_elems(sh, CALIB_V), &nv, "value Gram matrices") &&
               (!with_x || al_mul_ok(L, layer_elems(sh, CALIB_X), &nx, "attention-input Gram matrices"));
     if (ok) {
-        st->gk = al_calloc(nk, sizeof(double), "key Gram matrices");
-        st->gq = al_calloc(nk, sizeof(double), "query Gram matrices");
-        st->gv = al_calloc(nv, sizeof(double), "value Gram matrices");
+        kqv_new(st, nk, nv);
         if (with_x) st->gx = gx_new(st, nx);
         if (with_x) st->sx = al_calloc(L, (size_t)sh->hidden * sizeof(double), "attention-input sums");
         ok = st->gk && st->gq && st->gv && (!with_x || (st->gx && st->sx));
@@ -112,7 +128,9 @@ void calib_free(CalibStats *st) {
     free(st->tokens); free(st->seqs);
     free(st->model); free(st->source); free(st->split);
     for (int i = 0; i < CALIB_NPROV; i++) free(st->prov[i]);
-    free(st->gk); free(st->gq); free(st->gv); free(st->sx);
+    if (st->kqv_spill) spill_free(st->gk, st->kqv_spill);
+    else { free(st->gk); free(st->gq); free(st->gv); }
+    free(st->sx);
     if (st->gx_spill) spill_free(st->gx, st->gx_spill);
     else free(st->gx);
     free(st->buf);

@@ -19,9 +19,9 @@
  * MLA models have one "KV head" per query head (keys per head, the shared RoPE part repeated).
  *
  * Accumulators keep the upper triangle (dsyrk; G_X packed: L x hidden^2 / 2 doubles, the largest part
- * of the statistics); read full symmetric matrices with calib_gram. G_X lives from calib_new on in a spill
- * mapping (core/base/spill.h) where a file can be made, so calibrating more layers grows page cache, not
- * anonymous memory; else it is calloc'd (the same bits either way).
+ * of the statistics); read full symmetric matrices with calib_gram. G_X, and G_K / G_Q / G_V together, live from
+ * calib_new on in spill mappings (core/base/spill.h) where a file can be made, so calibrating more layers grows
+ * page cache, not anonymous memory; else they are calloc'd (the same bits either way).
  *
  * Text splits (calibrate ... split train|valid): the token stream is cut into W = n / L whole
  * windows of L tokens; the last max(1, W / 10) windows (none when W < 2) are the validation
@@ -79,6 +79,7 @@ typedef struct CalibStats {
     double *gx;               /* (L, hidden (hidden + 1) / 2): each layer's upper triangle packed row by
                                  row (row i: columns i..hidden-1; half the doubles of the full matrix), or NULL */
     size_t gx_spill;          /* bytes of gx when it is a spill mapping (calib_new, calib_spill), 0 when malloc'd */
+    size_t kqv_spill;         /* bytes of the one spill mapping [gk | gq | gv] (calib_new), 0 when each is malloc'd */
     double *sx;               /* (L, hidden) Σ x, or NULL (no G_X, or a version-1 file) */
     double *buf;              /* scratch for one block converted to double */
     size_t buf_cap;           /* doubles in buf */
