@@ -5,7 +5,10 @@
 # on a synthetic 8B-shaped BF16 model of 1 and of 2 layers (bench_forward --write-shape 8b, written once
 # and reused), each variant's whole pipeline per layer count and round, sampled from /proc every 0.1 s:
 # the peak RssAnon (and VmHWM, RssFile) of the process. The anonymous memory per layer is the 2-layer peak
-# minus the 1-layer one; extrapolated to 32 layers: peak(1) + 31 x per-layer.
+# minus the 1-layer one; extrapolated to 32 layers: peak(1) + 31 x per-layer (and to 80: peak(1) + 79 x per-layer).
+# written_MB is the process's write_bytes (bytes written, and pages dirtied through a mapping, counted when dirtied:
+# a spill page dirtied again after the kernel wrote it back counts again); sys_wb_MB what the whole machine wrote
+# back meanwhile (/proc/vmstat nr_written, other processes included: read it on an idle machine).
 #
 #   bench/bench_anon_layer.sh [-r ROUNDS] [-s SAMPLES] [-l SEQLEN] [-k calibrate|convert|export] NAME@BUILD[@K=V] ...
 # (-k: the pipeline up to that step; export, the whole, by default)
@@ -26,10 +29,13 @@ case $K in calibrate) ;; convert) P="$P; convert mla kv-rank 512 stats act" ;; *
 export ATTNLAB_CACHE=${ATTNLAB_CACHE:-$W/cache}
 for n in 1 2; do build/bench_forward --write-shape 8b "$W/m$n" $n >&2; done
 awk -v n=$(((S + 1) * L + 16)) 'BEGIN { s = 7; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; printf "%d ", int(s / 65536) % 32000 } print "" }' > "$W/ids.txt"
-# run BIN ENV N: one pipeline; prints peak RssAnon, VmHWM, RssFile (MB), wall s, written MB (write_bytes), CPU s
+# Pages the kernel wrote back, whole machine (/proc/vmstat nr_written; other processes' writes included).
+nr_written() { awk '/^nr_written / {print $2}' /proc/vmstat; }
+# run BIN ENV N: one pipeline; prints peak RssAnon, VmHWM, RssFile (MB), wall s, written MB (write_bytes: the bytes
+# the process wrote or dirtied through a mapping, counted when dirtied), CPU s, MB the machine wrote back meanwhile
 run() {
-    local t0 pid a h f k=0 hw=0 fl=0 wb=0 io ct=0 c
-    t0=$(date +%s.%N)
+    local t0 pid a h f k=0 hw=0 fl=0 wb=0 io ct=0 c n0
+    t0=$(date +%s.%N) n0=$(nr_written)
     env ${2:+"$2"} "$1/attnlab" -e "load $W/m$3 as m; set compute bf16; $P" > "$W/out" 2>&1 &
     pid=$!
     while kill -0 $pid 2>/dev/null; do
@@ -41,22 +47,23 @@ run() {
     done
     wait $pid || { echo "failed:"; tail -5 "$W/out"; exit 1; }
     rm -rf "$W/e"
-    echo "$((k / 1024)) $((hw / 1024)) $((fl / 1024)) $(echo "$(date +%s.%N) - $t0" | bc) $((wb / 1048576)) $(echo "$ct / $(getconf CLK_TCK)" | bc -l)"
+    echo "$((k / 1024)) $((hw / 1024)) $((fl / 1024)) $(echo "$(date +%s.%N) - $t0" | bc) $((wb / 1048576)) $(echo "$ct / $(getconf CLK_TCK)" | bc -l) $((($(nr_written) - n0) * $(getconf PAGESIZE) / 1048576))"
 }
 echo "load average at start: $(cat /proc/loadavg) ($(nproc) CPUs); 8B width, 1 and 2 layers, $S x $L calibration tokens"
-printf "%-5s %-8s %-6s %9s %9s %9s %8s %7s %10s\n" round variant layers anon_MB hwm_MB file_MB wall_s cpu_s written_MB
+printf "%-5s %-8s %-6s %9s %9s %9s %8s %7s %10s %9s\n" round variant layers anon_MB hwm_MB file_MB wall_s cpu_s written_MB sys_wb_MB
 declare -A A
 for r in $(seq 1 "$R"); do
     for spec in "$@"; do
         IFS=@ read -r tag b e <<<"$spec"
         case $b in /*) ;; *) b=$PWD/$b ;; esac
         for n in 1 2; do
-            read -r a h f t w c < <(run "$b" "$e" $n)
-            printf "%-5s %-8s %-6s %9s %9s %9s %8.1f %7.1f %10s\n" "$r" $tag $n "$a" "$h" "$f" "$t" "$c" "$w"
+            read -r a h f t w c y < <(run "$b" "$e" $n)
+            printf "%-5s %-8s %-6s %9s %9s %9s %8.1f %7.1f %10s %9s\n" "$r" $tag $n "$a" "$h" "$f" "$t" "$c" "$w" "$y"
             A[$tag$n]=$a
         done
         awk -v t=$tag -v a1="${A[${tag}1]}" -v a2="${A[${tag}2]}" 'BEGIN { s = a2 - a1;
-            printf "      %s: anonymous per 8B layer %.0f MB; at 32 layers %.2f GB\n", t, s, (a1 + 31 * s) / 1024 }'
+            printf "      %s: anonymous per 8B layer %.0f MB; at 32 layers %.2f GB, at 80 %.2f GB\n", t, s, (a1 + 31 * s) / 1024,
+                   (a1 + 79 * s) / 1024 }'
     done
 done
 echo "load average at end: $(cat /proc/loadavg)"

@@ -4,8 +4,9 @@
  * 1. spill_copy: the bytes bit for bit in a shared file mapping, stores through it kept, counted in
  *    spill_mapped_bytes; with $TMPDIR not a folder, or on tmpfs (/dev/shm: no gain), it returns NULL and sets no
  *    error.
- * 2. calib_spill on 8 layers of hidden 1024 (G_X 33.6 MB): RssAnon drops by the Grams' bytes (measured in
- *    normal builds; under ASan freed memory stays resident), every calib_gram is bit for bit the one of
+ *    spill_zeroed: zeros, the same way.
+ * 2. calib_spill on 8 layers of hidden 1024 (G_X 33.6 MB, calloc'd: made with no file): RssAnon drops by the
+ *    Grams' bytes (measured in normal builds; under ASan freed memory stays resident), every calib_gram is bit for bit the one of
  *    the same statistics left in memory, before and after more rows are added through the mapping, and
  *    after calib_save / calib_load (which spills too). With $TMPDIR unusable G_X stays in memory, the same.
  * 3. calib_run on stories260K ends with G_X spilled, its Grams those of a run with no file to spill to. */
@@ -46,6 +47,18 @@ static void spill_basic(void) {
         unsetenv("TMPDIR");
     }
     free(src);
+    size_t m0z = spill_mapped_bytes();                  /* spill_zeroed: zeros, its blocks reserved */
+    unsigned char *z = spill_zeroed(N);
+    bool zero = z != NULL;
+    for (size_t i = 0; zero && i < N; i++) zero = z[i] == 0;
+    CHECK(zero && spill_mapped_bytes() == m0z + N, "spill_zeroed: %d zero bytes, counted", N);
+    if (z) { z[7] = 9; CHECK(z[7] == 9, "a store through the zeroed mapping"); }
+    spill_free(z, N);
+    setenv("TMPDIR", "/dev/null", 1);
+    al_err_clear();
+    z = spill_zeroed(N);
+    CHECK(!z && no_error() && spill_mapped_bytes() == m0z, "spill_zeroed, no file: NULL and no error");
+    unsetenv("TMPDIR");
 }
 
 /* Adds T rows of every kind to each layer of st (the same rows for the same seed). */
@@ -80,7 +93,9 @@ static void spill_stats(void) {
     enum { L = 8, N = 1024, T = 200 };
     CalibShape sh = {.n_layers = L, .n_heads = 4, .n_kv_heads = 2, .d_qk = 16, .d_v = 16, .hidden = N};
     CalibStats *a = NULL, *b = NULL, *c = NULL;
+    setenv("TMPDIR", "/dev/null", 1);                   /* G_X calloc'd (calib_new spills it where it can) */
     CHECK_OK(calib_new(&sh, true, &a));
+    unsetenv("TMPDIR");
     CHECK_OK(calib_new(&sh, true, &b));
     if (!a || !b) return;
     fill(a, 3, T);

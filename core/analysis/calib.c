@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,33 @@ static const char *which_name(calib_which w) {
 
 /* ================================================================ new / free */
 
+/* G_X's n doubles, zeros: in a spill mapping where a file can be made (st->gx_spill its bytes), so that the rows
+ * calib_add accumulates into it, layer after layer, dirty page cache the kernel writes back and drops, not
+ * anonymous memory that grows with the layers (the same sums in the same order: the same bits); else calloc'd. */
+static double *gx_new(CalibStats *st, size_t n) {
+    double *p = n <= SIZE_MAX / sizeof(double) ? spill_zeroed(n * sizeof(double)) : NULL;
+    if (p) st->gx_spill = n * sizeof(double);
+    return p ? p : al_calloc(n, sizeof(double), "attention-input Gram matrices");
+}
+
+/* G_K, G_Q (nk doubles each) and G_V (nv), zeros: one spill mapping [G_K | G_Q | G_V] where a file can be made
+ * and the statistics hold more than one layer (3 MB a layer at 8B, beside G_X's 67; one layer's are a scratch that
+ * does not grow with the model, kqsvd.c's per-sequence Grams, cleared and refilled: anonymous), else calloc'd each. */
+static void kqv_new(CalibStats *st, size_t nk, size_t nv) {
+    bool fits = st->sh.n_layers > 1 && nv <= SIZE_MAX / sizeof(double) && nk <= (SIZE_MAX / sizeof(double) - nv) / 2;
+    double *p = fits ? spill_zeroed((2 * nk + nv) * sizeof(double)) : NULL;
+    if (p) {
+        st->kqv_spill = (2 * nk + nv) * sizeof(double);
+        st->gk = p;
+        st->gq = p + nk;
+        st->gv = p + 2 * nk;
+        return;
+    }
+    st->gk = al_calloc(nk, sizeof(double), "key Gram matrices");
+    st->gq = al_calloc(nk, sizeof(double), "query Gram matrices");
+    st->gv = al_calloc(nv, sizeof(double), "value Gram matrices");
+}
+
 int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
     *out = NULL;
     if (sh->n_layers <= 0 || sh->n_heads <= 0 || sh->n_kv_heads <= 0 || sh->n_heads % sh->n_kv_heads ||
@@ -85,10 +113,8 @@ int calib_new(const CalibShape *sh, bool with_x, CalibStats **out) {
               al_mul_ok(L, layer_elems(sh, CALIB_V), &nv, "value Gram matrices") &&
               (!with_x || al_mul_ok(L, layer_elems(sh, CALIB_X), &nx, "attention-input Gram matrices"));
     if (ok) {
-        st->gk = al_calloc(nk, sizeof(double), "key Gram matrices");
-        st->gq = al_calloc(nk, sizeof(double), "query Gram matrices");
-        st->gv = al_calloc(nv, sizeof(double), "value Gram matrices");
-        if (with_x) st->gx = al_calloc(nx, sizeof(double), "attention-input Gram matrices");
+        kqv_new(st, nk, nv);
+        if (with_x) st->gx = gx_new(st, nx);
         if (with_x) st->sx = al_calloc(L, (size_t)sh->hidden * sizeof(double), "attention-input sums");
         ok = st->gk && st->gq && st->gv && (!with_x || (st->gx && st->sx));
     }
@@ -102,7 +128,9 @@ void calib_free(CalibStats *st) {
     free(st->tokens); free(st->seqs);
     free(st->model); free(st->source); free(st->split);
     for (int i = 0; i < CALIB_NPROV; i++) free(st->prov[i]);
-    free(st->gk); free(st->gq); free(st->gv); free(st->sx);
+    if (st->kqv_spill) spill_free(st->gk, st->kqv_spill);
+    else { free(st->gk); free(st->gq); free(st->gv); }
+    free(st->sx);
     if (st->gx_spill) spill_free(st->gx, st->gx_spill);
     else free(st->gx);
     free(st->buf);

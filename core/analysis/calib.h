@@ -19,7 +19,9 @@
  * MLA models have one "KV head" per query head (keys per head, the shared RoPE part repeated).
  *
  * Accumulators keep the upper triangle (dsyrk; G_X packed: L x hidden^2 / 2 doubles, the largest part
- * of the statistics); read full symmetric matrices with calib_gram.
+ * of the statistics); read full symmetric matrices with calib_gram. G_X, and G_K / G_Q / G_V together, live from
+ * calib_new on in spill mappings (core/base/spill.h) where a file can be made, so calibrating more layers grows
+ * page cache, not anonymous memory; else they are calloc'd (the same bits either way).
  *
  * Text splits (calibrate ... split train|valid): the token stream is cut into W = n / L whole
  * windows of L tokens; the last max(1, W / 10) windows (none when W < 2) are the validation
@@ -76,7 +78,8 @@ typedef struct CalibStats {
     double *gv;               /* (L, G, dv, dv) */
     double *gx;               /* (L, hidden (hidden + 1) / 2): each layer's upper triangle packed row by
                                  row (row i: columns i..hidden-1; half the doubles of the full matrix), or NULL */
-    size_t gx_spill;          /* bytes of gx when it is a spill mapping (calib_spill), 0 when malloc'd */
+    size_t gx_spill;          /* bytes of gx when it is a spill mapping (calib_new, calib_spill), 0 when malloc'd */
+    size_t kqv_spill;         /* bytes of the one spill mapping [gk | gq | gv] (calib_new), 0 when each is malloc'd */
     double *sx;               /* (L, hidden) Σ x, or NULL (no G_X, or a version-1 file) */
     double *buf;              /* scratch for one block converted to double */
     size_t buf_cap;           /* doubles in buf */
@@ -101,8 +104,9 @@ int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size
 /* Moves G_X (the statistics' largest part: L x hidden (hidden + 1) / 2 doubles, 2.1 GB on an 8B model) out of
  * anonymous memory into a shared mapping of an unlinked file under $TMPDIR (core/base/spill.h), its bytes written
  * once: the kernel drops its pages under memory pressure and reads them back when a later command (convert, check,
- * calib save) reads them. calib_run and calib_load end with it. Where no file can be made G_X stays malloc'd (no
- * error); already moved or absent: nothing. The numbers are the same bits. */
+ * calib save) reads them. calib_new already puts G_X there when it can (then this does nothing); calib_run and
+ * calib_load end with it for statistics made while no file could be. Where no file can be made G_X stays malloc'd
+ * (no error); already moved or absent: nothing. The numbers are the same bits. */
 void calib_spill(CalibStats *st);
 /* True when G_X lives in a spill mapping. */
 static inline bool calib_spilled(const CalibStats *st) { return st->gx_spill != 0; }
