@@ -392,7 +392,8 @@ const char CMD_CONVERT_MLA_TABLE_HELP[] =
     "without and with KV balancing (+BKV) -- and the perplexity of each, on the calibration text's\n"
     "validation split (held out; `split train`: the calibrated windows, in-sample; `eval FILE`:\n"
     "another text; up to `ppl-tokens` tokens, windows of seqlen), with the converted layers swapped into the\n"
-    "model's forward pass in memory (core/methods/tmla_study.h; the same numbers as on an export). The\n"
+    "model's forward pass in memory (core/methods/tmla_study.h; the same numbers as on an export: each\n"
+    "row is `convert mla kv-rank R [stats weights] [balance off]`'s conversion run as `ppl` runs it). The\n"
     "RoRoPE rotation follows the PCA statistics too (W or WX); rope_energy is the key energy the\n"
     "RoPE dims keep, measured on the calibration activations for both (WX keeps at least as much);\n"
     "joint_energy is what the rank-R basis keeps of its own (balanced) PCA input; alpha is the\n"
@@ -468,7 +469,8 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     TstudyKvTableOpts ko = {.kv_ranks = ranks, .n_ranks = nr, .rope_dim = o.rope_dim, .freqfold = o.freqfold,
                          .layer_lo = (int)lo, .layer_hi = (int)hi, .sigma = (const double *const *)u.sigma,
                          .mu = (const double *const *)u.mu, .ids = u.ids, .n_ids = u.ppl_tokens, .seqlen = u.seqlen,
-                         .norm_eps = mla_export_norm_eps(m, lo == 0 && (int)hi == m->cfg.n_layers - 1, false)};
+                         .norm_eps = mla_export_norm_eps(m, lo == 0 && (int)hi == m->cfg.n_layers - 1, false),
+                         .run_layers = mla_run_for};        /* each row run as `ppl` runs convert mla's */
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = tstudy_kv_table(f, &ko, &kt);
     if (rc) { ws_tmla_stats_release(&u); return rc; }

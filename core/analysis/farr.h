@@ -255,7 +255,8 @@ const FarrGroup *farr_plan_head(const FarrPlan *p, const ModelConfig *c, int lay
 int farr_attn_layer(Model *m, const FarrPlan *vo, const FarrPlan *qk, int layer, AttnLayer **out);
 /* farr_attn_layer as the session runs it in compute mode c (farr_run.c): in MM_BF16 on a source whose default export
  * is BF16, the layer carries a stock (attn_stock.h) -- the forward pass runs it as the reloaded dense export, one
- * number; MM_F32: farr_attn_layer's layer. */
+ * number -- and holds W_Q / W_O (attn_eval.h) as the stock's bytes or the stored tensors' views, no float32 copy;
+ * MM_F32: farr_attn_layer's layer. */
 int farr_attn_layer_run(Model *m, const FarrPlan *vo, const FarrPlan *qk, int layer, mm_compute c, AttnLayer **out);
 
 /* ================================================================ session cache */

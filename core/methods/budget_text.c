@@ -13,6 +13,7 @@
 
 #include "al.h"
 #include "analyses.h"
+#include "budget_run.h"
 #include "layersel.h"
 
 /* What one comparison works on: the model's attention layers and the captured first / fit windows. */
@@ -240,6 +241,37 @@ static int swapped_nll(Ctx *x, AttnLayer **lay, double *nll, BudgetText *bt) {
     return rc;
 }
 
+/* In compute bf16, lay (method k's) as their dense export runs them (budget_run.h) into run; *all: every layer has
+ * its stock (else run is left empty: lay runs as it is, float32, as before). */
+static int width_run(Ctx *x, budget_method k, AttnLayer **lay, AttnLayer **run, bool *all) {
+    *all = fwd_compute(x->f) == MM_BF16;
+    for (int i = 0; *all && i < x->nl; i++) {
+        int rc = budget_run_layer(x->m, x->layer[i], x->src[i], lay[i], k, &run[i]);
+        if (rc) return rc;
+        *all = run[i] != NULL;
+    }
+    if (!*all) free_layers(run, x->nl);
+    return AL_OK;
+}
+
+/* The text's NLL with method k's layers lay swapped in, StreamingLLM at cache C on top when C > 0 (stream_on set it
+ * in lay). Run as their dense export where width_run gives every layer a stock: the model's own attention code, which
+ * takes StreamingLLM as the eviction row's key mask (fwd_set_evict, the same keys) -- on a model without windows of
+ * its own; with them the combination keeps float32 layers. */
+static int width_nll(Ctx *x, budget_method k, AttnLayer **lay, size_t C, double *nll, BudgetText *bt) {
+    AttnLayer **run = al_calloc((size_t)x->nl, sizeof *run, "layers");
+    bool stock = false;
+    int rc = run ? width_run(x, k, lay, run, &stock) : AL_ERR;
+    for (int i = 0; stock && C && i < x->nl; i++) stock = x->win[i] == 0;
+    EvictPolicy p = evict_policy(EVICT_STREAMING, C);
+    if (rc == AL_OK && stock && C) fwd_set_evict(x->f, evict_fwd, &p);
+    if (rc == AL_OK) rc = swapped_nll(x, stock ? run : lay, nll, bt);
+    fwd_set_evict(x->f, NULL, NULL);
+    if (run) free_layers(run, x->nl);
+    free(run);
+    return rc;
+}
+
 /* StreamingLLM on every layer of lay at capacity C: window C - sinks and the sink tokens (a layer with a window
  * of its own keeps the shorter window and no sinks). */
 static void stream_on(AttnLayer **lay, int nl, size_t C) {
@@ -271,7 +303,7 @@ static int width_row(Ctx *x, budget_method k, bool combo, BudgetText *bt, Budget
         else snprintf(row->setting, sizeof row->setting, "%s", why.setting);
         row->kv_values = combo ? kv * evict_read_frac_layers(bt->seqlen, C, x->win, x->nl) : kv;
         rc = layers_err(x, lay, &row->out_err);
-        if (rc == AL_OK && k != BUDGET_KQSVD) rc = swapped_nll(x, lay, &row->nll, bt);
+        if (rc == AL_OK && k != BUDGET_KQSVD) rc = width_nll(x, k, lay, C, &row->nll, bt);
         row->ok = rc == AL_OK;
     }
     if (lay) free_layers(lay, x->nl);

@@ -15,7 +15,9 @@
  *                C - sinks plus the sink tokens (AttnLayer.window, .sink_tokens);
  *   model        the model as it is (W values).
  * Errors are relative Frobenius errors (unsquared) of the layer's output after W_O; perplexities over
- * non-overlapping windows of seqlen tokens (fwd_ppl). */
+ * non-overlapping windows of seqlen tokens (fwd_ppl). In compute bf16 the farr, tpa and mean-pool layers run in the
+ * pass as their dense export runs (budget_run.h; StreamingLLM on top then as the eviction's key mask): one number
+ * with `truncate` / `convert tpa` and `ppl`; the errors stay the float32 layers'. */
 #ifndef AL_BUDGET_TEXT_H
 #define AL_BUDGET_TEXT_H
 

@@ -5,20 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* True when the stored weight w (hidden, H dv) is W_O's transpose bit for bit. */
-static bool same_as(const WMat *w, const Mat *W_O) {
-    if (w->rows != W_O->cols || w->cols != W_O->rows || w->own) return false;
-    float *row = al_malloc3(w->cols, 1, sizeof(float), "a row of o_proj");
-    bool same = row != NULL;
-    for (size_t i = 0; same && i < w->rows; i++) {
-        wmat_row(w, i, row);
-        for (size_t j = 0; same && j < w->cols; j++) same = memcmp(&row[j], &W_O->data[j * W_O->cols + i], sizeof(float)) == 0;
-    }
-    free(row);
-    al_err_clear();
-    return same;
-}
-
 /* W_O as a view of m's o_proj of `layer` when it holds the same values; else left as it is. */
 static int borrow_o(Model *m, int layer, AttnLayer *L) {
     char name[192];
@@ -26,8 +12,7 @@ static int borrow_o(Model *m, int layer, AttnLayer *L) {
     if (!L->W_O || !cfg_role_name(&m->cfg, ROLE_O, layer, -1, "weight", name, sizeof name) || !store_has(m->store, name))
         return AL_OK;
     if (wmat_view(m->store, name, false, &w)) { al_err_clear(); return AL_OK; }
-    if (!same_as(&w, L->W_O)) { wmat_free(&w); return AL_OK; }
-    return attn_layer_hold(L, AH_O, &w, NULL);
+    return attn_layer_hold_same(L, AH_O, &w);
 }
 
 int tmla_hold_layer(Model *m, int layer, AttnLayer *L, bool bf16) {

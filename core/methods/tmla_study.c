@@ -249,27 +249,29 @@ static int rope_energy_under(const Study *st, const LayerCov *cov_rot, const Lay
     return rc;
 }
 
-/* One row: every studied layer converted with o (act: activation statistics), then the NLL. */
+/* One row: every studied layer converted with o (act: activation statistics) as `convert mla` converts them
+ * (tmla_convert), run as ko->run_layers says `ppl` runs that conversion, then the NLL. */
 static int kv_row(Study *st, const TstudyKvTableOpts *ko, const TmlaOpts *o, bool act, TstudyKvRow *row, size_t *count) {
-    AttnLayer **mla = al_calloc((size_t)st->n_layers, sizeof *mla, "converted layers");
-    int rc = mla ? AL_OK : AL_ERR;
+    TmlaOpts one = *o;
+    one.sigma = act ? ko->sigma : NULL;
+    one.mu = act ? ko->mu : NULL;
+    TmlaResult *r = NULL;
+    int rc = tmla_convert(st->m, &one, &r);
+    AttnLayer *const *run = r ? r->layers : NULL;
+    if (rc == AL_OK && ko->run_layers) rc = ko->run_layers(r, fwd_compute(st->f), &run);
     double alpha = 0, joint = 0;
     for (int l = st->lo; rc == AL_OK && l <= st->hi; l++) {
-        TmlaLayerReport rep = {0};
-        const double *S = act ? ko->sigma[l] : NULL, *mu = act && ko->mu ? ko->mu[l] : NULL;
-        rc = tmla_convert_layer_stats(st->orig[l], o, S, mu, &mla[l], &rep);
-        if (rc == AL_OK) rc = fwd_set_attn(st->f, l, mla[l]);
-        alpha += rep.alpha;
-        joint += rep.joint_energy;
-        if (rc == AL_ERR) al_err_ctx("layer %d", l);
+        if (run[l]) rc = fwd_set_attn(st->f, l, run[l]);
+        alpha += r->rep[l].alpha;
+        joint += r->rep[l].joint_energy;
     }
     if (rc == AL_OK) {
         fwd_set_norm_eps(st->f, ko->norm_eps);
         rc = eval_nll(st, ko->ids, ko->n_ids, ko->seqlen, &row->nll, count);
         fwd_set_norm_eps(st->f, 0);
     }
-    if (mla) drop_layers(st, mla);
-    free(mla);
+    fwd_clear_attn(st->f);
+    tmla_result_free(r);
     row->alpha = alpha / (double)(st->hi - st->lo + 1);
     row->joint_energy = joint / (double)(st->hi - st->lo + 1);
     return rc;

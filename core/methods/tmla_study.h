@@ -65,6 +65,10 @@ typedef struct {
     size_t n_ids, seqlen;
     double norm_eps;          /* the eps the converted rows' norms run at (mla_export_norm_eps: as the
                                  export computes them); 0: the model's */
+    int (*run_layers)(TmlaResult *r, mm_compute c, AttnLayer *const **layers);
+                              /* the layers a row's perplexity runs in the pass's mode c (NULL: r's own), as ppl runs
+                                 `convert mla`'s conversion: mla_run_for (mla_export.h), in compute bf16 its BF16
+                                 export's as read back */
 } TstudyKvTableOpts;
 
 typedef struct {
@@ -87,7 +91,8 @@ typedef struct {
 
 void tstudy_kv_table_free(TstudyKvTable *t);
 /* Converts the layers four ways per rank and measures each perplexity with f (al_progress
- * "variant"). */
+ * "variant"). Each row is `convert mla kv-rank R [stats weights] [balance off]`'s conversion (tmla_convert) run
+ * as run_layers gives it, so its perplexity is that command's `ppl` in the same compute mode. */
 int tstudy_kv_table(Forward *f, const TstudyKvTableOpts *o, TstudyKvTable **out);
 
 #endif

@@ -139,6 +139,26 @@ int attn_layer_hold(AttnLayer *L, attn_held i, const WMat *W, void *buf) {
     return AL_OK;
 }
 
+/* True when the stored weight w (out, in) holds M (in, out) transposed, bit for bit. */
+static bool view_equals(const WMat *w, const Mat *M) {
+    if (w->rows != M->cols || w->cols != M->rows || w->own) return false;
+    float *row = al_malloc3(w->cols, 1, sizeof(float), "a row");
+    bool same = row != NULL;
+    for (size_t i = 0; same && i < w->rows; i++) {
+        wmat_row(w, i, row);
+        for (size_t j = 0; same && j < w->cols; j++) same = memcmp(&row[j], &M->data[j * M->cols + i], sizeof(float)) == 0;
+    }
+    free(row);
+    al_err_clear();
+    return same;
+}
+
+int attn_layer_hold_same(AttnLayer *L, attn_held i, WMat *W) {
+    const Mat *M = slot_cmat(L, i);
+    if (!M || !view_equals(W, M)) { wmat_free(W); return AL_OK; }
+    return attn_layer_hold(L, i, W, NULL);
+}
+
 void attn_layer_drop_held(AttnLayer *L, attn_held i) {
     if (!(L->held_borrowed & (1u << i))) held_free(L->held[i]);
     L->held[i] = NULL;

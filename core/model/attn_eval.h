@@ -127,6 +127,9 @@ AttnLayer *attn_layer_copy(const AttnLayer *L);
 /* Slot i's matrix held as the stored weight W (out, in) with owned bytes buf (NULL: a view), the Mat freed; a
  * previously held one freed. Takes W and buf (freed on failure). */
 int attn_layer_hold(AttnLayer *L, attn_held i, const WMat *W, void *buf);
+/* Slot i's float32 Mat replaced by the view W (out, in; of a mapping: no owned bytes) when W holds that Mat's values
+ * transposed, bit for bit (the Mat freed); else W freed and L left as it is. Takes W. */
+int attn_layer_hold_same(AttnLayer *L, attn_held i, WMat *W);
 /* Slot i's held matrix dropped (freed unless borrowed; its Mat stays as it is). */
 void attn_layer_drop_held(AttnLayer *L, attn_held i);
 /* Slot i's held matrix widened back into its float32 Mat (nothing when it holds none). */

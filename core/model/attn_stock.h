@@ -6,7 +6,7 @@
  * and the model's own (views of the mapping) elsewhere. A rewritten matrix set as its export writes it (BF16 bytes
  * of dt_from_f32) thus runs exactly as the reloaded export runs it: the session's perplexity is the export's, and a
  * transformation that rewrites nothing gives the source's bit for bit. The AttnLayer's float32 matrices stay as
- * they are for the analyses (check's error table, compare).
+ * they are for the analyses (compare; FaRR's run layers hold W_Q / W_O instead, farr_run.c).
  *
  * Slots: GQA q_proj, k_proj, v_proj, o_proj (or the fused qkv); MLA q_proj (or q_b_proj), kv_b_proj, o_proj. A
  * GPT-2 Conv1D layer, a KV rebuild or a KV-shared layer takes no stock
