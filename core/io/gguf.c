@@ -86,6 +86,16 @@ static void mxfp4_dequant(const uint8_t *src, size_t n, float *dst) {
     }
 }
 
+void gg_mxfp4_to_hf(const uint8_t *blk, uint8_t *scale, uint8_t *codes) {
+    *scale = blk[0];                        /* 2^(e - 128) x the doubled code = 2^(e - 127) x the E2M1 code */
+    for (int k = 0; k < 16; k++) {
+        int j0 = 2 * k, j1 = 2 * k + 1;     /* HF's byte k: value 2k in the low nibble, 2k + 1 in the high */
+        uint8_t c0 = j0 < 16 ? blk[1 + j0] & 15 : blk[1 + j0 - 16] >> 4;
+        uint8_t c1 = j1 < 16 ? blk[1 + j1] & 15 : blk[1 + j1 - 16] >> 4;
+        codes[k] = (uint8_t)(c0 | c1 << 4);
+    }
+}
+
 /* ggml's quantize_row_q8_0_ref: per block d = amax / 127, q = round(x / d). */
 static void q8_0_quantize(const float *x, size_t n, uint8_t *dst) {
     for (size_t b = 0; b < n / GG_QK8_0; b++, x += GG_QK8_0, dst += GG_Q8_0_BLOCK) {

@@ -42,6 +42,12 @@ size_t gg_row_bytes(gg_type t, size_t n);
 /* Converts n floats (n a multiple of 32 for Q8_0) to type t / back. */
 void gg_from_f32(gg_type t, const float *x, size_t n, void *dst);
 void gg_to_f32(gg_type t, const void *src, size_t n, float *dst);
+/* One ggml MXFP4 block (GG_MXFP4_BLOCK bytes: E8M0 byte e, then value j < 16 in the low nibble of byte
+ * 1 + j and value j + 16 in its high nibble; each value kvalues_mxfp4 -- E2M1 doubled -- times 2^(e - 128))
+ * as Hugging Face's MXFP4 (tensor.h: its E8M0 scale byte, 2^(s - 127) times the E2M1 code, and 16 bytes of
+ * which byte k holds value 2k in the low nibble, 2k + 1 in the high one): the same 32 values, bit for bit
+ * (the codes are E2M1's, sign bit 3, in both). */
+void gg_mxfp4_to_hf(const uint8_t *blk, uint8_t *scale, uint8_t *codes);
 
 /* ================================================================ writer */
 

@@ -1,0 +1,233 @@
+/* test_gguf_mxfp4.c -- gpt-oss's MXFP4 experts in a GGUF (ggml type 39: ffn_gate_exps / ffn_up_exps /
+ * ffn_down_exps, as llama.cpp's converter writes gpt-oss) kept 4-bit when read back (core/model/gguf_arch.c:
+ * back_mx_split, each ggml block repacked by gguf.c's gg_mxfp4_to_hf), where the old reader widened them to
+ * float32. A hand-made gpt-oss GGUF (the core's GgufWriter; MXFP4 experts of known E2M1 codes and E8M0
+ * scales) is opened by gguf_model_open:
+ *  - the byte patterns: an E8M0 scale of 2^-3 (byte 124; ggml's 2^(e - 128) of the doubled codes), codes
+ *    0..7 and 9..15 in HF's nibble order (value 2k in byte k's low nibble, 2k + 1 in its high one), gate /
+ *    up rows interleaved as gate_up_proj_blocks' rows 2i / 2i + 1, down_proj's rows as ffn_down_exps';
+ *  - store_fp4_experts reads the experts as MXFP4 and decodes every value the file holds, bit for bit;
+ *  - a product over one repacked expert (matmul.c's MXFP4 kernels, mm_xwt) equals sgemm over the values
+ *    written: bit for bit at 64 tokens (the panel route), 1e-6 relative at 3 (register tiles);
+ *  - the resident memory the store takes (RssShmem: the memfd read-back buffer) is within 128 kB of the
+ *    4-bit size (the old reader: the experts' float32 copy, 7.6x more here);
+ *  - an E8M0 byte 255 (ggml: 2^127; OCP: NaN) is refused at load naming the GGUF tensor and the block. */
+#include "check.h"
+#include "gguf.h"
+#include "gguf_arch.h"
+#include "matmul.h"
+#include "store.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <unistd.h>
+
+enum { ND = 256, NI = 256, NE = 8, NH = 4, NKV = 2, NHD = 64, NV = 64 };
+static const float E2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+static unsigned long long rs = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd32(void) {
+    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    return (uint32_t)(rs >> 32);
+}
+
+/* The code of expert value (e, r, c) of a (rows, cols) expert matrix: block 0 of row 0 of expert 0 the
+ * pattern 0..7, 9..15, 7, 1, ... (never 8: ggml's quantizer writes -0 as 0), every block holding a 6
+ * (code 7) so that the quantizer's scale is the block's. */
+static uint8_t code_at(size_t e, size_t r, size_t c) {
+    if (e == 0 && r == 0 && c < 32) return c < 15 ? (uint8_t)(c < 8 ? c : c + 1) : c == 15 ? 7 : (uint8_t)(c % 7 + 1);
+    uint8_t k = (uint8_t)(rnd32() % 15);
+    return c % 32 == 5 ? 7 : k < 8 ? k : (uint8_t)(k + 1);
+}
+
+/* An expert tensor's values, (rows, cols) per expert, each block code x 2^s: s = -3 for expert 0's first
+ * row (E8M0 byte 124), else -8..3. codes (E rows cols) receives the codes. */
+static float *experts(size_t rows, size_t cols, uint8_t *codes) {
+    float *x = malloc(NE * rows * cols * sizeof *x);
+    for (size_t e = 0; e < NE; e++)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t b = 0; b < cols / 32; b++) {
+                int s = e == 0 && r == 0 ? -3 : (int)(rnd32() % 12) - 8;
+                for (size_t j = 0; j < 32; j++) {
+                    size_t i = (e * rows + r) * cols + b * 32 + j;
+                    codes[i] = code_at(e, r, b * 32 + j);
+                    x[i] = ldexpf(E2M1[codes[i]], s);
+                }
+            }
+    return x;
+}
+
+static float *fill(size_t n, float v) {
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = v != 0 ? v : (float)((int)(rnd32() % 2001) - 1000) * 1e-4f;
+    return x;
+}
+
+typedef struct { float *gate, *up, *down; uint8_t *cg, *cu, *cd; } Experts;
+
+/* A one-layer gpt-oss GGUF at path: BF16 attention, F32 norms and biases, MXFP4 experts (ex: their values). */
+static int write_gguf(const char *path, Experts *ex) {
+    GgufWriter *w = gguf_writer_new();
+    int rc = gguf_set_str(w, "general.architecture", "gpt-oss");
+    static const char *const k[] = {"gpt-oss.embedding_length", "gpt-oss.block_count", "gpt-oss.attention.head_count",
+                                    "gpt-oss.attention.head_count_kv", "gpt-oss.attention.key_length",
+                                    "gpt-oss.expert_feed_forward_length", "gpt-oss.expert_count",
+                                    "gpt-oss.expert_used_count", "gpt-oss.context_length", "gpt-oss.attention.sliding_window"};
+    const uint32_t v[] = {ND, 1, NH, NKV, NHD, NI, NE, 2, 64, 8};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) rc |= gguf_set_u32(w, k[i], v[i]);
+    struct { const char *name; gg_type t; int nd; uint64_t ne[3]; float v; } T[] = {
+        {"token_embd.weight", GG_F32, 2, {ND, NV}, 0}, {"output_norm.weight", GG_F32, 1, {ND}, 1},
+        {"blk.0.attn_norm.weight", GG_F32, 1, {ND}, 1}, {"blk.0.post_attention_norm.weight", GG_F32, 1, {ND}, 1},
+        {"blk.0.attn_q.weight", GG_BF16, 2, {ND, NH * NHD}, 0}, {"blk.0.attn_k.weight", GG_BF16, 2, {ND, NKV * NHD}, 0},
+        {"blk.0.attn_v.weight", GG_BF16, 2, {ND, NKV * NHD}, 0}, {"blk.0.attn_output.weight", GG_BF16, 2, {NH * NHD, ND}, 0},
+        {"blk.0.attn_q.bias", GG_F32, 1, {NH * NHD}, 0}, {"blk.0.attn_k.bias", GG_F32, 1, {NKV * NHD}, 0},
+        {"blk.0.attn_v.bias", GG_F32, 1, {NKV * NHD}, 0}, {"blk.0.attn_output.bias", GG_F32, 1, {ND}, 0},
+        {"blk.0.attn_sinks.weight", GG_F32, 1, {NH}, 0}, {"blk.0.ffn_gate_inp.weight", GG_F32, 2, {ND, NE}, 0},
+        {"blk.0.ffn_gate_inp.bias", GG_F32, 1, {NE}, 0}, {"blk.0.ffn_gate_exps.bias", GG_F32, 2, {NI, NE}, 0},
+        {"blk.0.ffn_up_exps.bias", GG_F32, 2, {NI, NE}, 0}, {"blk.0.ffn_down_exps.bias", GG_F32, 2, {ND, NE}, 0}};
+    for (size_t i = 0; i < sizeof T / sizeof *T; i++)
+        rc |= gguf_add_tensor_f32(w, T[i].name, T[i].t, T[i].nd, T[i].ne,
+                                  fill(T[i].ne[0] * (T[i].nd > 1 ? T[i].ne[1] : 1), T[i].v));
+    const uint64_t gu[3] = {ND, NI, NE}, dn[3] = {NI, ND, NE};
+    float *g = experts(NI, ND, ex->cg), *u = experts(NI, ND, ex->cu), *d = experts(ND, NI, ex->cd);
+    ex->gate = malloc(NE * NI * ND * sizeof(float));
+    ex->up = malloc(NE * NI * ND * sizeof(float));
+    ex->down = malloc(NE * ND * NI * sizeof(float));
+    memcpy(ex->gate, g, NE * NI * ND * sizeof(float));
+    memcpy(ex->up, u, NE * NI * ND * sizeof(float));
+    memcpy(ex->down, d, NE * ND * NI * sizeof(float));
+    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_gate_exps.weight", GG_MXFP4, 3, gu, g);
+    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_up_exps.weight", GG_MXFP4, 3, gu, u);
+    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_down_exps.weight", GG_MXFP4, 3, dn, d);
+    if (rc == AL_OK) rc = gguf_write_file(w, path);
+    gguf_writer_free(w);
+    return rc;
+}
+
+static long shmem_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "RssShmem:", 9)) kb = atol(line + 9);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* The byte patterns and every value of the experts, as store_fp4_experts reads them. */
+static void check_values(const Store *s, const Experts *ex) {
+    size_t qE = 0;
+    dt_fp4 q;
+    CHECK_OK(store_fp4_experts(s, "model.layers.0.mlp.experts.gate_up_proj", &qE, &q));
+    CHECK(q.enc == DT_FP4_MXFP4 && qE == NE && q.rows == NE * 2 * NI && q.cols == ND, "gate_up_proj: MXFP4 %d, %zu experts, "
+          "(%zu, %zu)", (int)q.enc, qE, q.rows, q.cols);
+    if (q.enc != DT_FP4_MXFP4 || q.rows != NE * 2 * NI || q.cols != ND) return;
+    CHECK(q.scale[0] == 124 && dt_fp4_block_scale(&q, 0, 0) == 0.125f, "E8M0 byte %u (2^-3 is 124)", q.scale[0]);
+    static const uint8_t want[16] = {0x10, 0x32, 0x54, 0x76, 0xA9, 0xCB, 0xED, 0x7F,      /* code_at's pattern */
+                                     0x43, 0x65, 0x17, 0x32, 0x54, 0x76, 0x21, 0x43};
+    CHECK(!memcmp(q.codes, want, 16), "HF nibble order: %02x %02x ... %02x", q.codes[0], q.codes[1], q.codes[15]);
+    float *row = malloc(ND * sizeof *row);
+    size_t bad = 0;
+    for (size_t e = 0; e < NE; e++)
+        for (size_t r = 0; r < 2 * NI; r++) {                  /* row 2i gate row i, 2i + 1 up row i */
+            dt_fp4_dequant(&q, e * 2 * NI + r, 1, 0, ND, row, ND);
+            const float *src = (r & 1 ? ex->up : ex->gate) + (e * NI + r / 2) * ND;
+            bad += memcmp(row, src, ND * sizeof *row) != 0;
+        }
+    CHECK(bad == 0, "gate_up_proj: %zu rows differ from the GGUF's values", bad);
+    CHECK_OK(store_fp4_experts(s, "model.layers.0.mlp.experts.down_proj", &qE, &q));
+    CHECK(q.enc == DT_FP4_MXFP4 && q.rows == NE * ND && q.cols == NI, "down_proj: (%zu, %zu)", q.rows, q.cols);
+    float *all = malloc(NE * ND * NI * sizeof *all);
+    if (q.enc == DT_FP4_MXFP4 && q.rows == NE * ND && q.cols == NI) dt_fp4_dequant(&q, 0, NE * ND, 0, NI, all, NI);
+    CHECK(!memcmp(all, ex->down, NE * ND * NI * sizeof *all), "down_proj: the GGUF's values bit for bit");
+    free(all);
+    free(row);
+}
+
+/* y = x Wᵀ over expert 3's down_proj (D, I), viewed in the store as the forward pass views it, against sgemm. */
+static void check_product(const Store *s, const Experts *ex, size_t T, mm_compute mode) {
+    size_t qE;
+    dt_fp4 q;
+    if (store_fp4_experts(s, "model.layers.0.mlp.experts.down_proj", &qE, &q) != AL_OK || q.enc != DT_FP4_MXFP4) return;
+    dt_fp4 qe = q;
+    qe.rows = ND;
+    qe.codes = q.codes + 3 * ND * (NI / 2);
+    qe.scale = q.scale + 3 * ND * (NI / 32);
+    WMat w = {.dt = DT_U8, .data = qe.codes, .rows = ND, .cols = NI, .fp4 = qe};
+    float *x = fill(T * NI, 0), *y = malloc(T * ND * sizeof *y), *ref = malloc(T * ND * sizeof *ref);
+    const float *W = ex->down + 3 * ND * NI;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, ND, NI, 1.f, x, NI, W, NI, 0.f, ref, ND);
+    MmWork *wk = mm_work_new(1);
+    CHECK_OK(mm_xwt(wk, &w, x, NI, T, y, ND, mode));
+    double worst = 0, norm = 0;
+    for (size_t i = 0; i < T * ND; i++) {
+        worst = fmax(worst, fabs((double)y[i] - ref[i]));
+        norm = fmax(norm, fabs((double)ref[i]));
+    }
+    if (mode == MM_F32 && T == 64) CHECK(worst == 0, "64 tokens: the product bit for bit (max diff %g)", worst);
+    else CHECK(worst <= 1e-6 * norm, "%zu tokens: max diff %g of %g", T, worst, norm);
+    mm_work_free(wk);
+    free(x); free(y); free(ref);
+}
+
+/* An E8M0 byte 255 in ffn_down_exps: refused at load, naming the GGUF tensor and the block. */
+static void check_nan_scale(const char *path, const char *bad) {
+    size_t n = 0;
+    char *buf = al_read_file(path, &n);
+    GgufFile *f = NULL;
+    CHECK_OK(buf ? gguf_parse_buffer(path, (const uint8_t *)buf, n, &f) : AL_ERR);
+    const GgufTensor *t = f ? gguf_tensor_find(f, "blk.0.ffn_down_exps.weight") : NULL;
+    if (!t) { gguf_close(f); free(buf); return; }
+    size_t off = (size_t)((const char *)gguf_tensor_data(f, t) - buf) + 5 * GG_MXFP4_BLOCK * (NI / 32) + GG_MXFP4_BLOCK;
+    gguf_close(f);
+    buf[off] = (char)255;                                  /* expert 0, row 5, block 1 */
+    FILE *o = fopen(bad, "wb");
+    CHECK(o && fwrite(buf, 1, n, o) == n && fclose(o) == 0, "write %s", bad);
+    free(buf);
+    Store *s = NULL;
+    char *json = NULL;
+    CHECK_ERR(gguf_model_open(bad, &s, &json), "blk.0.ffn_down_exps.weight: MXFP4 block [expert 0, row 5, block 1] has "
+              "the E8M0 scale 255");
+    store_free(s);
+    free(json);
+}
+
+int main(void) {
+    const char *dir = test_tmpdir();
+    char path[4200], bad[4200];
+    snprintf(path, sizeof path, "%s/oss.gguf", dir);
+    snprintf(bad, sizeof bad, "%s/oss-nan.gguf", dir);
+    Experts ex = {.cg = malloc(NE * NI * ND), .cu = malloc(NE * NI * ND), .cd = malloc(NE * ND * NI)};
+    CHECK_OK(write_gguf(path, &ex));
+    long kb0 = shmem_kb();
+    Store *s = NULL;
+    char *json = NULL;
+    CHECK_OK(gguf_model_open(path, &s, &json));
+    long kb = shmem_kb() - kb0;
+    if (!s) return check_done();
+    size_t bytes = 0;
+    for (size_t i = 0; i < store_count(s); i++) {
+        const st_entry *e;
+        if (store_entry(s, store_name_at(s, i), &e, NULL) != AL_OK) continue;
+        size_t n = 1;
+        for (int d = 0; d < e->ndim; d++) n *= e->shape[d];
+        bytes += n * dt_size(e->dtype);
+    }
+    size_t mx = NE * 3 * NI * ND / 32 * GG_MXFP4_BLOCK, wide = NE * 3 * NI * ND * sizeof(float);
+    printf("read back: %zu bytes of tensors (experts MXFP4 %zu; float32 they took %zu), RssShmem +%ld kB\n", bytes, mx,
+           wide, kb);
+    CHECK(bytes < mx + 700000, "the store holds %zu bytes: the experts' 4-bit %zu plus the rest", bytes, mx);
+    CHECK(kb0 < 0 || (kb * 1024 >= (long)mx && kb * 1024 <= (long)bytes + 128 * 1024 && kb * 1024 < (long)mx + 700000),
+          "resident: +%ld kB, the 4-bit read-back %zu bytes (float32 experts alone: %zu)", kb, bytes, wide);
+    CHECK(json && strstr(json, "\"quant_method\":\t\"mxfp4\""), "config.json: quantization_config mxfp4 [%s]",
+          json ? strstr(json, "quantization") ? strstr(json, "quantization") : "none" : "NULL");
+    check_values(s, &ex);
+    check_product(s, &ex, 64, MM_F32);
+    check_product(s, &ex, 3, MM_F32);
+    check_product(s, &ex, 64, MM_BF16);
+    store_free(s);
+    free(json);
+    check_nan_scale(path, bad);
+    free(ex.gate); free(ex.up); free(ex.down); free(ex.cg); free(ex.cu); free(ex.cd);
+    return check_done();
+}
