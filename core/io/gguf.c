@@ -96,6 +96,15 @@ void gg_mxfp4_to_hf(const uint8_t *blk, uint8_t *scale, uint8_t *codes) {
     }
 }
 
+void gg_mxfp4_from_hf(uint8_t scale, const uint8_t *codes, uint8_t *blk) {
+    blk[0] = scale;
+    memset(blk + 1, 0, 16);
+    for (int j = 0; j < 32; j++) {          /* value j: HF's byte j / 2 (low nibble even), ggml's byte j % 16 */
+        uint8_t c = (uint8_t)(j & 1 ? codes[j / 2] >> 4 : codes[j / 2] & 15);
+        blk[1 + j % 16] |= (uint8_t)(j < 16 ? c : c << 4);
+    }
+}
+
 /* ggml's quantize_row_q8_0_ref: per block d = amax / 127, q = round(x / d). */
 static void q8_0_quantize(const float *x, size_t n, uint8_t *dst) {
     for (size_t b = 0; b < n / GG_QK8_0; b++, x += GG_QK8_0, dst += GG_Q8_0_BLOCK) {
@@ -148,6 +157,7 @@ typedef struct {
     uint64_t ne[GGUF_MAX_DIMS];
     size_t numel, nbytes, offset;
     gguf_fill_fn fill;
+    gguf_fill_raw_fn raw;     /* or the bytes as stored */
     void *ud;
     float *owned;
 } WTensor;
@@ -258,6 +268,13 @@ int gguf_add_tensor(GgufWriter *w, const char *name, gg_type type, int ndim, con
     return add_t(w, name, type, ndim, ne, fill, ud, NULL);
 }
 
+int gguf_add_tensor_raw(GgufWriter *w, const char *name, gg_type type, int ndim, const uint64_t *ne, gguf_fill_raw_fn raw,
+                        void *ud) {
+    int rc = add_t(w, name, type, ndim, ne, NULL, ud, NULL);
+    if (rc == AL_OK) w->t[w->nt - 1].raw = raw;
+    return rc;
+}
+
 int gguf_add_tensor_f32(GgufWriter *w, const char *name, gg_type type, int ndim, const uint64_t *ne, float *owned) {
     return add_t(w, name, type, ndim, ne, NULL, NULL, owned);
 }
@@ -280,10 +297,27 @@ static uint8_t *header_build(GgufWriter *w, size_t *len) {
     return h.kv;
 }
 
-/* Converts and writes tensor t (and its padding). */
+/* Writes t's nbytes from buf, then its padding. */
+static int write_out(const WTensor *t, int fd, const char *where, const void *buf, size_t *written) {
+    static const uint8_t zero[GGUF_DEFAULT_ALIGN];
+    size_t pad = align_up(t->nbytes, GGUF_DEFAULT_ALIGN) - t->nbytes;
+    *written += t->nbytes + pad;
+    if (!al_write_all(fd, buf, t->nbytes) || !al_write_all(fd, zero, pad))
+        return al_err("%s: write failed: %s", where, strerror(errno));
+    return AL_OK;
+}
+
+/* Converts (or, raw, fills) and writes tensor t (and its padding). */
 static int write_tensor(WTensor *t, int fd, const char *where, size_t *written) {
     float *x = t->owned;
     int rc = AL_OK;
+    if (t->raw) {
+        uint8_t *raw = al_malloc(t->nbytes ? t->nbytes : 1, t->name);
+        rc = raw ? t->raw(t->ud, raw, t->nbytes) : AL_ERR;
+        if (rc == AL_OK) rc = write_out(t, fd, where, raw, written);
+        free(raw);
+        return rc;
+    }
     if (!x) {
         x = al_malloc3(t->numel, 1, sizeof *x, t->name);
         rc = !x ? AL_ERR : t->fill(t->ud, x, t->numel);
@@ -291,11 +325,7 @@ static int write_tensor(WTensor *t, int fd, const char *where, size_t *written) 
     void *buf = rc == AL_OK ? (t->type == GG_F32 ? (void *)x : al_malloc(t->nbytes, t->name)) : NULL;
     if (buf && buf != x) gg_from_f32(t->type, x, t->numel, buf);
     if (!buf && rc == AL_OK) rc = AL_ERR;
-    static const uint8_t zero[GGUF_DEFAULT_ALIGN];
-    size_t pad = align_up(t->nbytes, GGUF_DEFAULT_ALIGN) - t->nbytes;
-    if (rc == AL_OK && (!al_write_all(fd, buf, t->nbytes) || !al_write_all(fd, zero, pad)))
-        rc = al_err("%s: write failed: %s", where, strerror(errno));
-    *written += t->nbytes + pad;
+    if (rc == AL_OK) rc = write_out(t, fd, where, buf, written);
     if (buf != x) free(buf);
     free(x);
     t->owned = NULL;
