@@ -65,8 +65,9 @@ static float *fill(size_t n, float v) {
 
 typedef struct { float *gate, *up, *down; uint8_t *cg, *cu, *cd; } Experts;
 
-/* A one-layer gpt-oss GGUF at path: BF16 attention, F32 norms and biases, MXFP4 experts (ex: their values). */
-static int write_gguf(const char *path, Experts *ex) {
+/* A one-layer gpt-oss GGUF at path: BF16 attention, F32 norms and biases, MXFP4 experts (ex: their values;
+ * up_bf16: ffn_up_exps in BF16, which holds them exactly). */
+static int write_gguf(const char *path, Experts *ex, bool up_bf16) {
     GgufWriter *w = gguf_writer_new();
     int rc = gguf_set_str(w, "general.architecture", "gpt-oss");
     static const char *const k[] = {"gpt-oss.embedding_length", "gpt-oss.block_count", "gpt-oss.attention.head_count",
@@ -97,7 +98,7 @@ static int write_gguf(const char *path, Experts *ex) {
     memcpy(ex->up, u, NE * NI * ND * sizeof(float));
     memcpy(ex->down, d, NE * ND * NI * sizeof(float));
     rc |= gguf_add_tensor_f32(w, "blk.0.ffn_gate_exps.weight", GG_MXFP4, 3, gu, g);
-    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_up_exps.weight", GG_MXFP4, 3, gu, u);
+    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_up_exps.weight", up_bf16 ? GG_BF16 : GG_MXFP4, 3, gu, u);
     rc |= gguf_add_tensor_f32(w, "blk.0.ffn_down_exps.weight", GG_MXFP4, 3, dn, d);
     if (rc == AL_OK) rc = gguf_write_file(w, path);
     gguf_writer_free(w);
@@ -192,13 +193,46 @@ static void check_nan_scale(const char *path, const char *bad) {
     free(json);
 }
 
+/* gate MXFP4, up BF16: gate_up_proj is read widened to F32 (a join of two types), its values the file's;
+ * down_proj stays MXFP4; gguf_stored_types says which. */
+static void check_mixed(const char *path, Experts *ex) {
+    CHECK_OK(write_gguf(path, ex, true));
+    Store *s = NULL;
+    char *json = NULL, types[256];
+    CHECK_OK(gguf_model_open(path, &s, &json));
+    CHECK_OK(gguf_stored_types(path, types, sizeof types));
+    CHECK(!strcmp(types, "4 BF16 kept, 1 BF16 read widened to F32 (joined from two types), 1 MXFP4 kept, "
+                         "1 MXFP4 read widened to F32 (joined from two types), 14 F32"),
+          "mixed gate / up: [%s]", types);
+    const st_entry *e = NULL;
+    const st_file *f = NULL;
+    CHECK(s && store_entry(s, "model.layers.0.mlp.experts.gate_up_proj", &e, &f) == AL_OK && e->dtype == DT_F32 &&
+          e->ndim == 3 && e->shape[0] == NE && e->shape[1] == ND && e->shape[2] == 2 * NI, "gate_up_proj widened [E, D, 2I]");
+    size_t bad = 0;
+    const float *v = e && e->dtype == DT_F32 ? (const float *)st_data(f, e) : NULL;
+    for (size_t x = 0; v && x < NE; x++)                  /* [E, D, 2I]: column 2i gate row i, 2i + 1 up row i */
+        for (size_t d = 0; d < ND; d++)
+            for (size_t i = 0; i < 2 * NI; i++) {
+                float w, want = ((i & 1) ? ex->up : ex->gate)[(x * NI + i / 2) * ND + d];
+                memcpy(&w, v + (x * ND + d) * 2 * NI + i, sizeof w);
+                bad += w != want;
+            }
+    CHECK(v && bad == 0, "widened gate_up_proj: %zu values differ from the file's", bad);
+    size_t qE;
+    dt_fp4 q;
+    CHECK(s && store_fp4_experts(s, "model.layers.0.mlp.experts.down_proj", &qE, &q) == AL_OK && q.enc == DT_FP4_MXFP4,
+          "down_proj still MXFP4");
+    store_free(s);
+    free(json);
+}
+
 int main(void) {
     const char *dir = test_tmpdir();
     char path[4200], bad[4200];
     snprintf(path, sizeof path, "%s/oss.gguf", dir);
     snprintf(bad, sizeof bad, "%s/oss-nan.gguf", dir);
     Experts ex = {.cg = malloc(NE * NI * ND), .cu = malloc(NE * NI * ND), .cd = malloc(NE * ND * NI)};
-    CHECK_OK(write_gguf(path, &ex));
+    CHECK_OK(write_gguf(path, &ex, false));
     long kb0 = shmem_kb();
     Store *s = NULL;
     char *json = NULL;
@@ -228,6 +262,7 @@ int main(void) {
     store_free(s);
     free(json);
     check_nan_scale(path, bad);
+    check_mixed(bad, &ex);
     free(ex.gate); free(ex.up); free(ex.down); free(ex.cg); free(ex.cu); free(ex.cd);
     return check_done();
 }

@@ -1,6 +1,7 @@
-/* gguf.c -- GGUF v3: the ggml tensor types attnlab writes (F32, F16, BF16, Q8_0), a writer that
- * serializes metadata as it is set and converts each tensor from float32 when the file is
- * written, and a reader that validates every field of a mapped file before exposing it. */
+/* gguf.c -- GGUF v3: the ggml tensor types attnlab writes (F32, F16, BF16, Q8_0; MXFP4), a writer that
+ * serializes metadata as it is set and converts each tensor from float32 (or takes its bytes as stored:
+ * MXFP4 blocks repacked from Hugging Face's layout, gg_mxfp4_from_hf) when the file is written, and a
+ * reader that validates every field of a mapped file before exposing it. */
 #define _GNU_SOURCE
 #include "gguf.h"
 

@@ -723,11 +723,12 @@ static dt_type back_dtype(const LEnt *l) {
     return g->type == GG_BF16 ? DT_BF16 : g->type == GG_F16 ? DT_F16 : DT_F32;
 }
 
-/* Why entry l is widened (NULL: it is not, or its stored type is no 16-bit float). */
+/* Why entry l is widened where its type could be kept (NULL: it is not, or no reason but its type: Q8_0). */
 static const char *back_widened(const LEnt *l) {
     gg_type t = l->src[0]->type;
-    if ((t != GG_BF16 && t != GG_F16) || back_dtype(l) != DT_F32) return NULL;
-    return l->xf == XF_PLUS1 ? "norms stored plus one" : "joined from two types";
+    if (l->mx || back_dtype(l) != DT_F32) return NULL;
+    if (l->src[1] && l->src[1]->type != t) return "joined from two types";
+    return (t == GG_BF16 || t == GG_F16) && l->xf == XF_PLUS1 ? "norms stored plus one" : NULL;
 }
 
 /* Gives every entry its dtype (back_dtype: once its sources are all known) and places its values at the next
