@@ -19,6 +19,7 @@
 #include "store.h"
 
 #include <cblas.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -66,8 +67,8 @@ static float *fill(size_t n, float v) {
 typedef struct { float *gate, *up, *down; uint8_t *cg, *cu, *cd; } Experts;
 
 /* A one-layer gpt-oss GGUF at path: BF16 attention, F32 norms and biases, MXFP4 experts (ex: their values;
- * up_bf16: ffn_up_exps in BF16, which holds them exactly). */
-static int write_gguf(const char *path, Experts *ex, bool up_bf16) {
+ * bf16 1: ffn_up_exps in BF16, which holds them exactly; 2: all three in BF16). */
+static int write_gguf(const char *path, Experts *ex, int bf16) {
     GgufWriter *w = gguf_writer_new();
     int rc = gguf_set_str(w, "general.architecture", "gpt-oss");
     static const char *const k[] = {"gpt-oss.embedding_length", "gpt-oss.block_count", "gpt-oss.attention.head_count",
@@ -97,22 +98,31 @@ static int write_gguf(const char *path, Experts *ex, bool up_bf16) {
     memcpy(ex->gate, g, NE * NI * ND * sizeof(float));
     memcpy(ex->up, u, NE * NI * ND * sizeof(float));
     memcpy(ex->down, d, NE * ND * NI * sizeof(float));
-    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_gate_exps.weight", GG_MXFP4, 3, gu, g);
-    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_up_exps.weight", up_bf16 ? GG_BF16 : GG_MXFP4, 3, gu, u);
-    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_down_exps.weight", GG_MXFP4, 3, dn, d);
+    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_gate_exps.weight", bf16 == 2 ? GG_BF16 : GG_MXFP4, 3, gu, g);
+    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_up_exps.weight", bf16 ? GG_BF16 : GG_MXFP4, 3, gu, u);
+    rc |= gguf_add_tensor_f32(w, "blk.0.ffn_down_exps.weight", bf16 == 2 ? GG_BF16 : GG_MXFP4, 3, dn, d);
     if (rc == AL_OK) rc = gguf_write_file(w, path);
     gguf_writer_free(w);
     return rc;
 }
 
-static long shmem_kb(void) {
+static long status_kb(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long kb = -1;
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "RssShmem:", 9)) kb = atol(line + 9);
+        if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ':') kb = atol(line + strlen(key) + 1);
     if (f) fclose(f);
     return kb;
+}
+static long shmem_kb(void) { return status_kb("RssShmem"); }
+
+/* Resets VmHWM to the current RSS; false where the kernel does not allow it. */
+static bool reset_peak(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
 }
 
 /* The byte patterns and every value of the experts, as store_fp4_experts reads them. */
@@ -196,7 +206,7 @@ static void check_nan_scale(const char *path, const char *bad) {
 /* gate MXFP4, up BF16: gate_up_proj is read widened to F32 (a join of two types), its values the file's;
  * down_proj stays MXFP4; gguf_stored_types says which. */
 static void check_mixed(const char *path, Experts *ex) {
-    CHECK_OK(write_gguf(path, ex, true));
+    CHECK_OK(write_gguf(path, ex, 1));
     Store *s = NULL;
     char *json = NULL, types[256];
     CHECK_OK(gguf_model_open(path, &s, &json));
@@ -226,13 +236,38 @@ static void check_mixed(const char *path, Experts *ex) {
     free(json);
 }
 
+/* BF16 experts (kept BF16, joined from gate / up, transposed per expert): read back one expert at a time, the
+ * peak of gguf_model_open within the file's pages, the store's bytes and 2 MB (the old reader made float copies
+ * of the whole tensors: gate_up_proj's 4 MB and each source's 2 MB). */
+static void check_bf16_peak(const char *path, Experts *ex) {
+    CHECK_OK(write_gguf(path, ex, 2));
+    struct stat st;
+    malloc_trim(0);                 /* freed heap pages given back: the open's allocations must raise the RSS */
+    if (stat(path, &st) != 0 || !reset_peak()) return;
+    long rss0 = status_kb("VmRSS");
+    Store *s = NULL;
+    char *json = NULL;
+    CHECK_OK(gguf_model_open(path, &s, &json));
+    long peak = status_kb("VmHWM") - rss0;
+    size_t bytes = 0;
+    for (size_t i = 0; s && i < store_count(s); i++) {
+        const st_entry *e;
+        if (store_entry(s, store_name_at(s, i), &e, NULL) == AL_OK) bytes += (e->end - e->begin);
+    }
+    printf("BF16 experts: gguf_model_open peak +%ld kB (file %lld kB, store %zu kB)\n", peak, (long long)st.st_size / 1024,
+           bytes / 1024);
+    CHECK(peak * 1024 <= (long)st.st_size + (long)bytes + 2048 * 1024, "BF16 experts read back: peak +%ld kB", peak);
+    store_free(s);
+    free(json);
+}
+
 int main(void) {
     const char *dir = test_tmpdir();
     char path[4200], bad[4200];
     snprintf(path, sizeof path, "%s/oss.gguf", dir);
     snprintf(bad, sizeof bad, "%s/oss-nan.gguf", dir);
     Experts ex = {.cg = malloc(NE * NI * ND), .cu = malloc(NE * NI * ND), .cd = malloc(NE * ND * NI)};
-    CHECK_OK(write_gguf(path, &ex, false));
+    CHECK_OK(write_gguf(path, &ex, 0));
     long kb0 = shmem_kb();
     Store *s = NULL;
     char *json = NULL;
@@ -263,6 +298,7 @@ int main(void) {
     free(json);
     check_nan_scale(path, bad);
     check_mixed(bad, &ex);
+    check_bf16_peak(bad, &ex);
     free(ex.gate); free(ex.up); free(ex.down); free(ex.cg); free(ex.cu); free(ex.cd);
     return check_done();
 }

@@ -774,29 +774,40 @@ static int back_experts(Back *b, const GgufMap *t, const GgufTensor *g, char *hf
     return AL_OK;
 }
 
-/* gpt-oss's experts: the export's split and transposes undone (gguf_arch.h: XF_EXP_*). */
-static int back_fill_experts(const Back *b, const LEnt *l, float *dst) {
+/* One expert x of source s (its values in the file: rows of a, c rows per expert; a bias: one row) into o,
+ * the entry's expert x as float ([D, 2I] of gate / up column 2i + k, [I, D] of down, [2I] of a bias). */
+static void back_expert(const Back *b, const LEnt *l, int k, size_t x, float *src, float *o) {
+    const GgufTensor *s = l->src[k];
+    size_t w = s->ndim == 3, a = (size_t)s->ne[0], c = w ? (size_t)s->ne[1] : 1;
+    gg_to_f32(s->type, (const uint8_t *)gguf_tensor_data(b->f, s) + gg_row_bytes(s->type, a) * x * c, a * c, src);
+    if (!w)                                                  /* bias (I, E): column 2i + k */
+        for (size_t i = 0; i < a; i++) o[2 * i + (size_t)k] = src[i];
+    else if (l->xf == XF_EXP_DOWN)                           /* (D rows, I cols) -> [I, D] */
+        for (size_t d = 0; d < c; d++)
+            for (size_t i = 0; i < a; i++) o[i * c + d] = src[d * a + i];
+    else                                                     /* (I rows, D cols) -> [D, 2I] column 2i + k */
+        for (size_t i = 0; i < c; i++)
+            for (size_t d = 0; d < a; d++) o[d * 2 * c + 2 * i + (size_t)k] = src[i * a + d];
+}
+
+/* gpt-oss's experts: the export's split and transposes undone (gguf_arch.h: XF_EXP_*), into dst in the entry's
+ * dtype one expert at a time (a float copy of one expert, never of the tensor: BF16 experts of 2.1 G values a
+ * layer took 13 GB of floats here before). */
+static int back_fill_experts(const Back *b, const LEnt *l, uint8_t *dst) {
     const GgufTensor *g = l->src[0];
     if (l->xf != XF_EXP_DOWN && !l->src[1]) return al_err("%s: %s without its ffn_up_exps", gguf_path(b->f), g->name);
-    size_t w = g->ndim == 3, E = l->e.shape[0], a = (size_t)g->ne[0], c = (size_t)g->ne[1];
-    for (int k = 0; k < (l->xf == XF_EXP_DOWN ? 1 : 2); k++) {
-        const GgufTensor *s = l->src[k];
-        float *tmp = al_malloc3(s->numel, 1, sizeof *tmp, s->name);
-        if (!tmp) return AL_ERR;
-        gguf_tensor_f32(b->f, s, tmp);
-        for (size_t x = 0; x < E; x++) {
-            if (!w)                                          /* bias (I, E): column 2i + k */
-                for (size_t i = 0; i < a; i++) dst[x * 2 * a + 2 * i + (size_t)k] = tmp[x * a + i];
-            else if (l->xf == XF_EXP_DOWN)                   /* (D rows, I cols) -> [I, D] */
-                for (size_t d = 0; d < c; d++)
-                    for (size_t i = 0; i < a; i++) dst[(x * a + i) * c + d] = tmp[(x * c + d) * a + i];
-            else                                             /* (I rows, D cols) -> [D, 2I] column 2i + k */
-                for (size_t i = 0; i < c; i++)
-                    for (size_t d = 0; d < a; d++) dst[(x * a + d) * 2 * c + 2 * i + (size_t)k] = tmp[(x * c + i) * a + d];
-        }
-        free(tmp);
+    size_t E = l->e.shape[0], in = (size_t)g->ne[0] * (g->ndim == 3 ? (size_t)g->ne[1] : 1);
+    size_t out = in * (l->xf == XF_EXP_DOWN ? 1 : 2), es = dt_size(l->e.dtype);
+    float *src = al_malloc3(in, 1, sizeof *src, g->name), *o = src ? al_malloc3(out, 1, sizeof *o, g->name) : NULL;
+    int rc = o ? AL_OK : AL_ERR;
+    for (size_t x = 0; rc == AL_OK && x < E; x++) {
+        for (int k = 0; k < (l->xf == XF_EXP_DOWN ? 1 : 2); k++) back_expert(b, l, k, x, src, o);
+        if (l->e.dtype == DT_F32) memcpy(dst + x * out * es, o, out * es);
+        else rc = dt_from_f32(l->e.dtype, o, out, dst + x * out * es);
     }
-    return AL_OK;
+    free(src);
+    free(o);
+    return rc;
 }
 
 /* gpt-oss's MXFP4 experts kept 4-bit, in the layout store_fp4_experts reads as gpt-oss releases it (tensor.h:
@@ -904,7 +915,6 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
 /* Undoes the export's transform into dst (the HF tensor). */
 static int back_fill(const Back *b, const LEnt *l, float *dst) {
     const GgufTensor *g = l->src[0];
-    if (xf_experts(l->xf)) return back_fill_experts(b, l, dst);
     bool perm = (l->xf == XF_PERM_Q || l->xf == XF_PERM_K) && arch_permuted(b->a);
     if (l->xf == XF_K_B && !l->src[1]) return al_err("%s: %s without its attn_v_b", gguf_path(b->f), g->name);
     float *tmp = al_malloc3(g->numel, 1, sizeof *tmp, g->name);
@@ -965,6 +975,7 @@ static int back_collect(Back *b) {
 /* back_fill into the buffer at dst, in the entry's dtype: an F16 / BF16 one through a float copy (exact). */
 static int back_fill_as(const Back *b, const LEnt *l, uint8_t *dst) {
     if (l->mx) return back_fill_mx(b, l, dst);
+    if (xf_experts(l->xf)) return back_fill_experts(b, l, dst);
     if (l->e.dtype == DT_F32) return back_fill(b, l, (float *)dst);
     size_t n = (l->e.end - l->e.begin) / dt_size(l->e.dtype);
     float *tmp = al_malloc3(n, 1, sizeof *tmp, l->e.name);
