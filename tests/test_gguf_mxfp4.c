@@ -11,7 +11,10 @@
  *    written: bit for bit at 64 tokens (the panel route), 1e-6 relative at 3 (register tiles);
  *  - the resident memory the store takes (RssShmem: the memfd read-back buffer) is within 128 kB of the
  *    4-bit size (the old reader: the experts' float32 copy, 7.6x more here);
- *  - an E8M0 byte 255 (ggml: 2^127; OCP: NaN) is refused at load naming the GGUF tensor and the block. */
+ *  - an E8M0 byte 255 (ggml: 2^127; OCP: NaN) is refused at load naming the GGUF tensor and the block;
+ *  - experts gate MXFP4 / up BF16 read widened (a join of two types); BF16 experts read one expert at a time.
+ * `test_gguf_mxfp4 --write FILE mxfp4|bf16 [D I E]` writes the model (experts MXFP4 or BF16, the same values) at
+ * other sizes, for bench/README's memory of `load` / `ppl` ("Helper ggm (s11)"). */
 #include "check.h"
 #include "gguf.h"
 #include "gguf_arch.h"
@@ -23,7 +26,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
-enum { ND = 256, NI = 256, NE = 8, NH = 4, NKV = 2, NHD = 64, NV = 64 };
+static size_t ND = 256, NI = 256, NE = 8;      /* hidden, expert width, experts (--write may set them) */
+enum { NH = 4, NKV = 2, NHD = 64, NV = 64 };
 static const float E2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
 
 static unsigned long long rs = 0x9e3779b97f4a7c15ull;
@@ -75,7 +79,7 @@ static int write_gguf(const char *path, Experts *ex, int bf16) {
                                     "gpt-oss.attention.head_count_kv", "gpt-oss.attention.key_length",
                                     "gpt-oss.expert_feed_forward_length", "gpt-oss.expert_count",
                                     "gpt-oss.expert_used_count", "gpt-oss.context_length", "gpt-oss.attention.sliding_window"};
-    const uint32_t v[] = {ND, 1, NH, NKV, NHD, NI, NE, 2, 64, 8};
+    const uint32_t v[] = {(uint32_t)ND, 1, NH, NKV, NHD, (uint32_t)NI, (uint32_t)NE, 2, 64, 8};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) rc |= gguf_set_u32(w, k[i], v[i]);
     struct { const char *name; gg_type t; int nd; uint64_t ne[3]; float v; } T[] = {
         {"token_embd.weight", GG_F32, 2, {ND, NV}, 0}, {"output_norm.weight", GG_F32, 1, {ND}, 1},
@@ -261,7 +265,14 @@ static void check_bf16_peak(const char *path, Experts *ex) {
     free(json);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[1], "--write")) {
+        if (argc >= 7) ND = strtoul(argv[4], NULL, 10), NI = strtoul(argv[5], NULL, 10), NE = strtoul(argv[6], NULL, 10);
+        Experts ex = {.cg = malloc(NE * NI * ND), .cu = malloc(NE * NI * ND), .cd = malloc(NE * ND * NI)};
+        int rc = write_gguf(argv[2], &ex, strcmp(argv[3], "bf16") ? 0 : 2);
+        if (rc != AL_OK) fprintf(stderr, "%s\n", al_errmsg());
+        return rc != AL_OK;
+    }
     const char *dir = test_tmpdir();
     char path[4200], bad[4200];
     snprintf(path, sizeof path, "%s/oss.gguf", dir);
