@@ -96,6 +96,9 @@ static int write_gguf(const char *path, Experts *ex, int bf16) {
                                   fill(T[i].ne[0] * (T[i].nd > 1 ? T[i].ne[1] : 1), T[i].v));
     const uint64_t gu[3] = {ND, NI, NE}, dn[3] = {NI, ND, NE};
     float *g = experts(NI, ND, ex->cg), *u = experts(NI, ND, ex->cu), *d = experts(ND, NI, ex->cd);
+    free(ex->gate);                                        /* the last call's */
+    free(ex->up);
+    free(ex->down);
     ex->gate = malloc(NE * NI * ND * sizeof(float));
     ex->up = malloc(NE * NI * ND * sizeof(float));
     ex->down = malloc(NE * ND * NI * sizeof(float));
@@ -260,7 +263,9 @@ static void check_bf16_peak(const char *path, Experts *ex) {
     }
     printf("BF16 experts: gguf_model_open peak +%ld kB (file %lld kB, store %zu kB)\n", peak, (long long)st.st_size / 1024,
            bytes / 1024);
+#ifndef __SANITIZE_ADDRESS__   /* ASan's quarantine and redzones keep more resident: measured in normal builds */
     CHECK(peak * 1024 <= (long)st.st_size + (long)bytes + 2048 * 1024, "BF16 experts read back: peak +%ld kB", peak);
+#endif
     store_free(s);
     free(json);
 }
