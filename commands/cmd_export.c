@@ -153,6 +153,9 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
     if (m->fp4 != DT_FP4_NONE || m->cfg.dtype == DT_F8_E4M3)
         out_printf(out, "  %s weights dequantized to %s%s\n", model_dtype_name(m), o.dtype == GG_Q8_0 ? "float32, then "
                    "quantized again to " : "", gg_type_name(o.dtype));
+    if (r.mxfp4_kept || r.mxfp4_f32)
+        out_printf(out, "  %zu MXFP4 expert tensors %s\n", r.mxfp4_kept + r.mxfp4_f32, r.mxfp4_kept ? "written as ggml's "
+                   "MXFP4 (type 39, each block repacked bit for bit, as llama.cpp's converter does)" : "dequantized to F32");
     if (r.f16_fallback)
         out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
     if (r.latent_scaled)

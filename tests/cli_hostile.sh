@@ -94,7 +94,7 @@ ok "refs/main ../../..: refused" has "$out" "refs/main holds '../../..', not a r
 # is refused with a message on one clean line (no raw control characters reach the terminal)
 FF="$ATTNLAB_SRC/tests/corpus/fuzz-findings"
 clean() { test "$(printf '%s' "$1" | tr -d -c '\001-\010\013-\037' | wc -c)" -eq 0; }
-for f in config-huge-moe-numbers config-json-error-echoes-raw-bytes config-model-type-control-chars; do
+for f in config-huge-moe-numbers config-json-error-echoes-raw-bytes config-model-type-control-chars config-huge-layer-count; do
     mkdir -p "$T/ff/$f"
     cp "$FF/$f.json" "$T/ff/$f/config.json"
     out=$(timeout 60 "$ATTNLAB" -e "load $T/ff/$f" 2>&1); rc=$?
@@ -103,6 +103,8 @@ for f in config-huge-moe-numbers config-json-error-echoes-raw-bytes config-model
 done
 out=$(timeout 60 "$ATTNLAB" -e "load $T/ff/config-huge-moe-numbers" 2>&1)
 ok "huge MoE counts: named" has "$out" "moe_layer_freq = 1e+40 (must be a count that fits an int)"
+out=$(timeout 60 "$ATTNLAB" -e "load $T/ff/config-huge-layer-count" 2>&1)
+ok "huge layer count: named" has "$out" "num_hidden_layers 2147483647: attnlab reads at most 512 layers"
 for f in tokenizer-json-error-echoes-raw-bytes tokenizer-bos-id-without-piece; do
     out=$(timeout 60 "$ATTNLAB" -e "load $T/m; tokenizer $FF/$f.json" 2>&1); rc=$?
     ok "fuzz finding $f: refused" [ "$rc" -eq 1 ]

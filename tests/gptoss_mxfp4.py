@@ -1,7 +1,8 @@
 """gptoss_mxfp4.py -- a gpt-oss folder's fused F32 experts written as gpt-oss releases them (MXFP4:
 "<name>_blocks" U8 [E, out, in / 32, 16] and "<name>_scales" U8 [E, out, in / 32] of each expert's
 W (out, in), with the release's quantization_config), or their decoded values as F32 in the HF
-x @ W layout [E, in, out]: an MXFP4 gpt-oss and its F32 twin, for tests/cli_gguf_2026.sh (pure Python).
+x @ W layout [E, in, out]: an MXFP4 gpt-oss and its F32 twin, for tests/cli_gguf_2026.sh and
+tests/cli_gguf_mxfp4.sh (pure Python). The source's experts may be F32 or BF16; its other tensors are kept.
 
     python3 gptoss_mxfp4.py SRC DST mxfp4|f32
 """
@@ -44,7 +45,10 @@ def main():
             items.append((name, (dt, shape, data)))
             continue
         E, n_in, n_out = shape                     # x @ W: [E, in, out]
-        v = struct.unpack('<%df' % (E * n_in * n_out), data)
+        if dt == 'BF16':                           # a BF16 source (`synth family gpt_oss DIR dtype bf16`)
+            v = [struct.unpack('<f', struct.pack('<I', h << 16))[0] for h in struct.unpack('<%dH' % (E * n_in * n_out), data)]
+        else:
+            v = struct.unpack('<%df' % (E * n_in * n_out), data)
         w = [v[(e * n_in + i) * n_out + o] for e in range(E) for o in range(n_out) for i in range(n_in)]
         codes, scales, out = quantize(w, E * n_out, n_in)
         if mode == 'mxfp4':

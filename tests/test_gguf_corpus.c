@@ -127,6 +127,58 @@ static image llama_model(uint32_t layers) {
     return m;
 }
 
+/* A tiny gpt-oss model (hidden 32, 1 layer, 1 head of 32, 2 experts of width 32, the SPM vocabulary of 7):
+ * Q8_0 attention, F32 norms and biases, the experts in ggml's MXFP4 (gguf_model_open keeps them 4-bit,
+ * repacked: gguf_arch.c's back_mx_split), one block's E8M0 byte 255 when nan_scale (refused, naming it). */
+static image oss_model(bool nan_scale) {
+    static const struct { const char *name; gg_type t; int nd; uint64_t ne[3]; } T[] = {
+        {"token_embd.weight", GG_F32, 2, {32, NSPM}}, {"output_norm.weight", GG_F32, 1, {32}},
+        {"blk.0.attn_norm.weight", GG_F32, 1, {32}}, {"blk.0.post_attention_norm.weight", GG_F32, 1, {32}},
+        {"blk.0.attn_q.weight", GG_Q8_0, 2, {32, 32}}, {"blk.0.attn_k.weight", GG_Q8_0, 2, {32, 32}},
+        {"blk.0.attn_v.weight", GG_Q8_0, 2, {32, 32}}, {"blk.0.attn_output.weight", GG_Q8_0, 2, {32, 32}},
+        {"blk.0.attn_q.bias", GG_F32, 1, {32}}, {"blk.0.attn_k.bias", GG_F32, 1, {32}},
+        {"blk.0.attn_v.bias", GG_F32, 1, {32}}, {"blk.0.attn_output.bias", GG_F32, 1, {32}},
+        {"blk.0.attn_sinks.weight", GG_F32, 1, {1}}, {"blk.0.ffn_gate_inp.weight", GG_F32, 2, {32, 2}},
+        {"blk.0.ffn_gate_inp.bias", GG_F32, 1, {2}}, {"blk.0.ffn_gate_exps.weight", GG_MXFP4, 3, {32, 32, 2}},
+        {"blk.0.ffn_up_exps.weight", GG_MXFP4, 3, {32, 32, 2}}, {"blk.0.ffn_down_exps.weight", GG_MXFP4, 3, {32, 32, 2}},
+        {"blk.0.ffn_gate_exps.bias", GG_F32, 2, {32, 2}}, {"blk.0.ffn_up_exps.bias", GG_F32, 2, {32, 2}},
+        {"blk.0.ffn_down_exps.bias", GG_F32, 2, {32, 2}}};
+    static const char *const k[] = {"gpt-oss.embedding_length", "gpt-oss.block_count", "gpt-oss.attention.head_count",
+                                    "gpt-oss.attention.head_count_kv", "gpt-oss.attention.key_length",
+                                    "gpt-oss.expert_feed_forward_length", "gpt-oss.expert_count",
+                                    "gpt-oss.expert_used_count", "gpt-oss.context_length"};
+    static const uint32_t v[] = {32, 1, 1, 1, 32, 32, 2, 1, 16};
+    static const float scores[NSPM] = {0, 0, 0, -1, -2, -3, -4};
+    GgufWriter *w = gguf_writer_new();
+    int rc = gguf_set_str(w, "general.architecture", "gpt-oss");
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) rc |= gguf_set_u32(w, k[i], v[i]);
+    rc |= gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    rc |= gguf_set_arr_str(w, "tokenizer.ggml.tokens", SPM, NULL, NSPM);
+    rc |= gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_F32, scores, NSPM);
+    for (size_t i = 0; i < sizeof T / sizeof *T; i++) {
+        size_t n = T[i].ne[0] * (T[i].nd > 1 ? T[i].ne[1] : 1) * (T[i].nd > 2 ? T[i].ne[2] : 1);
+        float *x = malloc(n * sizeof *x);
+        for (size_t j = 0; j < n; j++) x[j] = T[i].nd > 1 ? (float)((int)(j * 7 % 13) - 6) / 16 : 1.0f;
+        rc |= gguf_add_tensor_f32(w, T[i].name, T[i].t, T[i].nd, T[i].ne, x);
+    }
+    char path[8400];
+    snprintf(path, sizeof path, "%s/oss-model.tmp", tu_dir);
+    rc |= gguf_write_file(w, path);
+    gguf_writer_free(w);
+    image m = {0};
+    size_t n = 0;
+    char *b = rc == AL_OK ? al_read_file(path, &n) : NULL;
+    GgufFile *f = NULL;
+    const GgufTensor *t = b && nan_scale && gguf_parse_buffer(path, (uint8_t *)b, n, &f) == AL_OK
+                              ? gguf_tensor_find(f, "blk.0.ffn_down_exps.weight") : NULL;
+    if (t) b[(const char *)gguf_tensor_data(f, t) - b + 3 * GG_MXFP4_BLOCK] = (char)255;   /* expert 0, row 3 */
+    gguf_close(f);
+    if (b) put(&m, b, n);
+    free(b);
+    unlink(path);
+    return m;
+}
+
 /* The image of case `file` (b NULL: no such case). */
 static image build(const char *file) {
     image m = {0};
@@ -139,6 +191,8 @@ static image build(const char *file) {
 #define IS(s) (strcmp(file, s) == 0)
     if (IS("valid-llama-model.gguf")) return llama_model(1);
     if (IS("model-block-count-huge.gguf")) return llama_model(0x30000001);
+    if (IS("model-gpt-oss-mxfp4.gguf")) return oss_model(false);
+    if (IS("model-gpt-oss-mxfp4-nan-scale.gguf")) return oss_model(true);
     if (IS("valid-llama.gguf")) {
         spm_base(&m, true, true);
         kv_u32(&m, "tokenizer.ggml.bos_token_id", 1);
@@ -270,6 +324,10 @@ static const corpus_case cases[] = {
      NULL},
     {"model-block-count-huge.gguf", "that model with block_count 805306369 (gguf_model_open: refused, it looped)", OPENS,
      NULL},
+    {"model-gpt-oss-mxfp4.gguf", "a tiny gpt-oss model, experts MXFP4 (ggml type 39): read back 4-bit by "
+     "gguf_model_open", OPENS, NULL},
+    {"model-gpt-oss-mxfp4-nan-scale.gguf", "that model with an E8M0 scale 255 (gguf_model_open: refused, naming the "
+     "block)", OPENS, NULL},
     {"valid-gpt2.gguf", "byte-level BPE pieces, a merge, pre gpt-2", OPENS, NULL},
     {"model-absent.gguf", "no tokenizer.ggml.model", TOK_ERR, "no tokenizer in the file (no tokenizer.ggml.model)"},
     {"model-unknown.gguf", "tokenizer.ggml.model 'bert'", TOK_ERR, "tokenizer.ggml.model 'bert' is not one attnlab reads"},
@@ -374,6 +432,21 @@ static void test_corpus(void) {
             CHECK(s && store_count(s) == 11, "%zu tensors read back", s ? store_count(s) : 0);
             CHECK(s && store_entry(s, "model.layers.0.self_attn.k_proj.weight", &e, &sf) == AL_OK && e->dtype == DT_BF16,
                   "k_proj not read back in BF16");
+            store_free(s);
+            free(json);
+        }
+        if (strncmp(c->file, "model-gpt-oss-mxfp4", 19) == 0) {  /* the experts read back 4-bit; a NaN scale refused */
+            Store *s = NULL;
+            char *json = NULL;
+            size_t E = 0;
+            dt_fp4 q = {0};
+            int orc = gguf_model_open(p, &s, &json);
+            if (strstr(c->file, "nan"))
+                CHECK(orc != AL_OK && strstr(al_errmsg(), "blk.0.ffn_down_exps.weight: MXFP4 block [expert 0, row 3, "
+                                                          "block 0] has the E8M0 scale 255"), "%s: [%s]", c->file, al_errmsg());
+            else
+                CHECK(orc == AL_OK && store_fp4_experts(s, "model.layers.0.mlp.experts.gate_up_proj", &E, &q) == AL_OK &&
+                      q.enc == DT_FP4_MXFP4 && E == 2 && q.rows == 128, "%s: experts not MXFP4: %s", c->file, al_errmsg());
             store_free(s);
             free(json);
         }

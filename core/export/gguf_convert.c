@@ -88,6 +88,26 @@ static int fill_experts_fp4(Fill *f, float *dst, size_t numel) {
     return AL_OK;
 }
 
+/* gpt-oss's MXFP4 experts kept as ggml's MXFP4: each block of the rows fill_experts_fp4 picks repacked as
+ * stored (gguf.h: gg_mxfp4_from_hf), its codes and E8M0 byte bit for bit, as llama.cpp's converter does. */
+static int fill_experts_mx(void *ud, uint8_t *dst, size_t nbytes) {
+    Fill *f = ud;
+    size_t E;
+    dt_fp4 q;
+    if (store_fp4_experts(f->m->store, f->hf, &E, &q) != AL_OK) return AL_ERR;
+    bool down = f->xf == XF_EXP_DOWN;
+    size_t R = q.rows / (E ? E : 1), G = q.cols / 32, n = down ? R : R / 2, odd = f->xf == XF_EXP_UP;
+    if (q.enc != DT_FP4_MXFP4 || E * n * G * GG_MXFP4_BLOCK != nbytes)
+        return al_err("internal: %s has %zu MXFP4 bytes for %zu", f->hf, E * n * G * GG_MXFP4_BLOCK, nbytes);
+    for (size_t x = 0; x < E; x++)
+        for (size_t i = 0; i < n; i++) {
+            size_t r = x * R + (down ? i : 2 * i + odd);
+            for (size_t g = 0; g < G; g++, dst += GG_MXFP4_BLOCK)
+                gg_mxfp4_from_hf(q.scale[r * G + g], q.codes + (r * G + g) * 16, dst);
+        }
+    return AL_OK;
+}
+
 /* gpt-oss's fused experts (gguf_arch.h: XF_EXP_*): [E, a, b] weights (x @ W) or [E, a] biases. */
 static int fill_experts(Fill *f, float *dst, size_t numel) {
     const st_entry *e;
@@ -487,9 +507,15 @@ static int add_experts_fp4(Ctx *x, const GgufMap *t, const char *hf, const char 
     size_t R = q.rows / E;
     uint64_t ne[3] = {q.cols, t->xf == XF_EXP_DOWN ? R : R / 2, E};
     Fill f = {.m = x->m, .xf = t->xf, .s = 1.0, .fp4 = true};
-    snprintf(f.hf, sizeof f.hf, "%s", hf);     /* kept MXFP4 (exact), as the converter does, but in an F32 file */
+    snprintf(f.hf, sizeof f.hf, "%s", hf);     /* kept MXFP4 (bit for bit), as the converter does, but in an F32 file */
     bool keep = x->o->dtype != GG_F32 && q.enc == DT_FP4_MXFP4 && q.cols % 32 == 0;
-    return add_fill(x, gg, 3, ne, keep ? GG_MXFP4 : pick_type(x, gg, 3, ne, t->xf), &f);
+    *(keep ? &x->rep->mxfp4_kept : &x->rep->mxfp4_f32) += 1;
+    if (!keep) return add_fill(x, gg, 3, ne, pick_type(x, gg, 3, ne, t->xf), &f);
+    Fill *ud = al_malloc(sizeof *ud, "a GGUF tensor");
+    if (!ud) return AL_ERR;
+    *ud = f;
+    x->rep->tensors++;
+    return gguf_add_tensor_raw(x->w, gg, GG_MXFP4, 3, ne, fill_experts_mx, ud);
 }
 
 /* A tensor of gpt-oss's fused experts: ne (a, b / 2, E) for gate / up, (a, b, E) for down (stored

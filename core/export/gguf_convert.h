@@ -67,6 +67,7 @@ typedef struct {
     bool tied_output;         /* output.weight written from the tied embeddings (gguf_arch_output_required) */
     bool q_less_old;          /* deepseek2 without a query latent, not 27 layers: b5415 .. b6845 fail on it */
     size_t mtp_skipped;       /* tensors of the multi-token-prediction layers left out (MiMo's mtp_layers) */
+    size_t mxfp4_kept, mxfp4_f32;   /* gpt-oss's MXFP4 expert tensors written as ggml's MXFP4 / dequantized to F32 */
     char note[512];           /* what llama.cpp computes otherwise than the file's keys say ("": nothing) */
 } GgufExportReport;
 

@@ -1,6 +1,7 @@
-/* gguf.c -- GGUF v3: the ggml tensor types attnlab writes (F32, F16, BF16, Q8_0), a writer that
- * serializes metadata as it is set and converts each tensor from float32 when the file is
- * written, and a reader that validates every field of a mapped file before exposing it. */
+/* gguf.c -- GGUF v3: the ggml tensor types attnlab writes (F32, F16, BF16, Q8_0; MXFP4), a writer that
+ * serializes metadata as it is set and converts each tensor from float32 (or takes its bytes as stored:
+ * MXFP4 blocks repacked from Hugging Face's layout, gg_mxfp4_from_hf) when the file is written, and a
+ * reader that validates every field of a mapped file before exposing it. */
 #define _GNU_SOURCE
 #include "gguf.h"
 
@@ -86,6 +87,25 @@ static void mxfp4_dequant(const uint8_t *src, size_t n, float *dst) {
     }
 }
 
+void gg_mxfp4_to_hf(const uint8_t *blk, uint8_t *scale, uint8_t *codes) {
+    *scale = blk[0];                        /* 2^(e - 128) x the doubled code = 2^(e - 127) x the E2M1 code */
+    for (int k = 0; k < 16; k++) {
+        int j0 = 2 * k, j1 = 2 * k + 1;     /* HF's byte k: value 2k in the low nibble, 2k + 1 in the high */
+        uint8_t c0 = j0 < 16 ? blk[1 + j0] & 15 : blk[1 + j0 - 16] >> 4;
+        uint8_t c1 = j1 < 16 ? blk[1 + j1] & 15 : blk[1 + j1 - 16] >> 4;
+        codes[k] = (uint8_t)(c0 | c1 << 4);
+    }
+}
+
+void gg_mxfp4_from_hf(uint8_t scale, const uint8_t *codes, uint8_t *blk) {
+    blk[0] = scale;
+    memset(blk + 1, 0, 16);
+    for (int j = 0; j < 32; j++) {          /* value j: HF's byte j / 2 (low nibble even), ggml's byte j % 16 */
+        uint8_t c = (uint8_t)(j & 1 ? codes[j / 2] >> 4 : codes[j / 2] & 15);
+        blk[1 + j % 16] |= (uint8_t)(j < 16 ? c : c << 4);
+    }
+}
+
 /* ggml's quantize_row_q8_0_ref: per block d = amax / 127, q = round(x / d). */
 static void q8_0_quantize(const float *x, size_t n, uint8_t *dst) {
     for (size_t b = 0; b < n / GG_QK8_0; b++, x += GG_QK8_0, dst += GG_Q8_0_BLOCK) {
@@ -138,6 +158,7 @@ typedef struct {
     uint64_t ne[GGUF_MAX_DIMS];
     size_t numel, nbytes, offset;
     gguf_fill_fn fill;
+    gguf_fill_raw_fn raw;     /* or the bytes as stored */
     void *ud;
     float *owned;
 } WTensor;
@@ -248,6 +269,13 @@ int gguf_add_tensor(GgufWriter *w, const char *name, gg_type type, int ndim, con
     return add_t(w, name, type, ndim, ne, fill, ud, NULL);
 }
 
+int gguf_add_tensor_raw(GgufWriter *w, const char *name, gg_type type, int ndim, const uint64_t *ne, gguf_fill_raw_fn raw,
+                        void *ud) {
+    int rc = add_t(w, name, type, ndim, ne, NULL, ud, NULL);
+    if (rc == AL_OK) w->t[w->nt - 1].raw = raw;
+    return rc;
+}
+
 int gguf_add_tensor_f32(GgufWriter *w, const char *name, gg_type type, int ndim, const uint64_t *ne, float *owned) {
     return add_t(w, name, type, ndim, ne, NULL, NULL, owned);
 }
@@ -270,10 +298,27 @@ static uint8_t *header_build(GgufWriter *w, size_t *len) {
     return h.kv;
 }
 
-/* Converts and writes tensor t (and its padding). */
+/* Writes t's nbytes from buf, then its padding. */
+static int write_out(const WTensor *t, int fd, const char *where, const void *buf, size_t *written) {
+    static const uint8_t zero[GGUF_DEFAULT_ALIGN];
+    size_t pad = align_up(t->nbytes, GGUF_DEFAULT_ALIGN) - t->nbytes;
+    *written += t->nbytes + pad;
+    if (!al_write_all(fd, buf, t->nbytes) || !al_write_all(fd, zero, pad))
+        return al_err("%s: write failed: %s", where, strerror(errno));
+    return AL_OK;
+}
+
+/* Converts (or, raw, fills) and writes tensor t (and its padding). */
 static int write_tensor(WTensor *t, int fd, const char *where, size_t *written) {
     float *x = t->owned;
     int rc = AL_OK;
+    if (t->raw) {
+        uint8_t *raw = al_malloc(t->nbytes ? t->nbytes : 1, t->name);
+        rc = raw ? t->raw(t->ud, raw, t->nbytes) : AL_ERR;
+        if (rc == AL_OK) rc = write_out(t, fd, where, raw, written);
+        free(raw);
+        return rc;
+    }
     if (!x) {
         x = al_malloc3(t->numel, 1, sizeof *x, t->name);
         rc = !x ? AL_ERR : t->fill(t->ud, x, t->numel);
@@ -281,11 +326,7 @@ static int write_tensor(WTensor *t, int fd, const char *where, size_t *written) 
     void *buf = rc == AL_OK ? (t->type == GG_F32 ? (void *)x : al_malloc(t->nbytes, t->name)) : NULL;
     if (buf && buf != x) gg_from_f32(t->type, x, t->numel, buf);
     if (!buf && rc == AL_OK) rc = AL_ERR;
-    static const uint8_t zero[GGUF_DEFAULT_ALIGN];
-    size_t pad = align_up(t->nbytes, GGUF_DEFAULT_ALIGN) - t->nbytes;
-    if (rc == AL_OK && (!al_write_all(fd, buf, t->nbytes) || !al_write_all(fd, zero, pad)))
-        rc = al_err("%s: write failed: %s", where, strerror(errno));
-    *written += t->nbytes + pad;
+    if (rc == AL_OK) rc = write_out(t, fd, where, buf, written);
     if (buf != x) free(buf);
     free(x);
     t->owned = NULL;

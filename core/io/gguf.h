@@ -42,6 +42,14 @@ size_t gg_row_bytes(gg_type t, size_t n);
 /* Converts n floats (n a multiple of 32 for Q8_0) to type t / back. */
 void gg_from_f32(gg_type t, const float *x, size_t n, void *dst);
 void gg_to_f32(gg_type t, const void *src, size_t n, float *dst);
+/* One ggml MXFP4 block (GG_MXFP4_BLOCK bytes: E8M0 byte e, then value j < 16 in the low nibble of byte
+ * 1 + j and value j + 16 in its high nibble; each value kvalues_mxfp4 -- E2M1 doubled -- times 2^(e - 128))
+ * as Hugging Face's MXFP4 (tensor.h: its E8M0 scale byte, 2^(s - 127) times the E2M1 code, and 16 bytes of
+ * which byte k holds value 2k in the low nibble, 2k + 1 in the high one): the same 32 values, bit for bit
+ * (the codes are E2M1's, sign bit 3, in both). */
+void gg_mxfp4_to_hf(const uint8_t *blk, uint8_t *scale, uint8_t *codes);
+/* The inverse: Hugging Face's scale byte and 16 bytes of codes as one ggml MXFP4 block, bit for bit. */
+void gg_mxfp4_from_hf(uint8_t scale, const uint8_t *codes, uint8_t *blk);
 
 /* ================================================================ writer */
 
@@ -70,6 +78,11 @@ typedef int (*gguf_fill_fn)(void *ud, float *dst, size_t numel);
  * time, one tensor in memory at a time). Q8_0 needs ne[0] % 32 == 0 (error otherwise). */
 int gguf_add_tensor(GgufWriter *w, const char *name, gg_type type, int ndim, const uint64_t *ne, gguf_fill_fn fill,
                     void *ud);
+/* Fills dst with the tensor's nbytes already in its ggml type (a tensor copied as stored: gpt-oss's MXFP4
+ * experts repacked block by block, gg_mxfp4_from_hf); ud as gguf_fill_fn's. */
+typedef int (*gguf_fill_raw_fn)(void *ud, uint8_t *dst, size_t nbytes);
+int gguf_add_tensor_raw(GgufWriter *w, const char *name, gg_type type, int ndim, const uint64_t *ne, gguf_fill_raw_fn raw,
+                        void *ud);
 /* The same with the values given (owned by the writer: free()d once written, or on failure). */
 int gguf_add_tensor_f32(GgufWriter *w, const char *name, gg_type type, int ndim, const uint64_t *ne, float *owned);
 size_t gguf_writer_tensor_count(const GgufWriter *w);

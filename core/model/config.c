@@ -236,6 +236,9 @@ static void parse_gpt2(cfg_reader *r, ModelConfig *c) {
 static int cfg_validate(const ModelConfig *c, const char *where) {
     if (c->n_layers <= 0 || c->n_heads <= 0 || c->hidden <= 0)
         return al_err("%s: num_hidden_layers, num_attention_heads and hidden_size must be positive", where);
+    if (c->n_layers > CFG_MAX_LAYERS)        /* before describe(), whose per-layer loops would run over them all */
+        return al_err("%s: %s %d: attnlab reads at most %d layers", where,
+                      cfg_row(c)->keys == KEYS_GPT2 ? "n_layer" : "num_hidden_layers", c->n_layers, CFG_MAX_LAYERS);
     if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
         return al_err("%s: num_key_value_heads %d must divide num_attention_heads %d", where, c->n_kv_heads, c->n_heads);
     if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);

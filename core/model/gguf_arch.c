@@ -687,6 +687,7 @@ typedef struct {
     st_entry e;               /* HF name, dtype (back_dtype), shape, offsets in the buffer */
     const GgufTensor *src[2]; /* kv_b_proj: attn_k_b, attn_v_b */
     gguf_xf xf;
+    int mx;                   /* gpt-oss's MXFP4 experts kept 4-bit (back_mx_split): 1 "<hf>_blocks", 2 "<hf>_scales" */
 } LEnt;
 
 typedef struct {
@@ -717,15 +718,17 @@ static bool xf_experts(gguf_xf xf) { return xf == XF_EXP_GATE || xf == XF_EXP_UP
  * stored plus one (arithmetic: w = stored - 1 is not a BF16 value in general), a join of two types. */
 static dt_type back_dtype(const LEnt *l) {
     const GgufTensor *g = l->src[0];
+    if (l->mx) return DT_U8;
     if (l->xf == XF_PLUS1 || (l->src[1] && l->src[1]->type != g->type)) return DT_F32;
     return g->type == GG_BF16 ? DT_BF16 : g->type == GG_F16 ? DT_F16 : DT_F32;
 }
 
-/* Why entry l is widened (NULL: it is not, or its stored type is no 16-bit float). */
+/* Why entry l is widened where its type could be kept (NULL: it is not, or no reason but its type: Q8_0). */
 static const char *back_widened(const LEnt *l) {
     gg_type t = l->src[0]->type;
-    if ((t != GG_BF16 && t != GG_F16) || back_dtype(l) != DT_F32) return NULL;
-    return l->xf == XF_PLUS1 ? "norms stored plus one" : "joined from two types";
+    if (l->mx || back_dtype(l) != DT_F32) return NULL;
+    if (l->src[1] && l->src[1]->type != t) return "joined from two types";
+    return (t == GG_BF16 || t == GG_F16) && l->xf == XF_PLUS1 ? "norms stored plus one" : NULL;
 }
 
 /* Gives every entry its dtype (back_dtype: once its sources are all known) and places its values at the next
@@ -771,28 +774,102 @@ static int back_experts(Back *b, const GgufMap *t, const GgufTensor *g, char *hf
     return AL_OK;
 }
 
-/* gpt-oss's experts: the export's split and transposes undone (gguf_arch.h: XF_EXP_*). */
-static int back_fill_experts(const Back *b, const LEnt *l, float *dst) {
+/* One expert x of source s (its values in the file: rows of a, c rows per expert; a bias: one row) into o,
+ * the entry's expert x as float ([D, 2I] of gate / up column 2i + k, [I, D] of down, [2I] of a bias). */
+static void back_expert(const Back *b, const LEnt *l, int k, size_t x, float *src, float *o) {
+    const GgufTensor *s = l->src[k];
+    size_t w = s->ndim == 3, a = (size_t)s->ne[0], c = w ? (size_t)s->ne[1] : 1;
+    gg_to_f32(s->type, (const uint8_t *)gguf_tensor_data(b->f, s) + gg_row_bytes(s->type, a) * x * c, a * c, src);
+    if (!w)                                                  /* bias (I, E): column 2i + k */
+        for (size_t i = 0; i < a; i++) o[2 * i + (size_t)k] = src[i];
+    else if (l->xf == XF_EXP_DOWN)                           /* (D rows, I cols) -> [I, D] */
+        for (size_t d = 0; d < c; d++)
+            for (size_t i = 0; i < a; i++) o[i * c + d] = src[d * a + i];
+    else                                                     /* (I rows, D cols) -> [D, 2I] column 2i + k */
+        for (size_t i = 0; i < c; i++)
+            for (size_t d = 0; d < a; d++) o[d * 2 * c + 2 * i + (size_t)k] = src[i * a + d];
+}
+
+/* gpt-oss's experts: the export's split and transposes undone (gguf_arch.h: XF_EXP_*), into dst in the entry's
+ * dtype one expert at a time (a float copy of one expert, never of the tensor: BF16 experts of 2.1 G values a
+ * layer took 13 GB of floats here before). */
+static int back_fill_experts(const Back *b, const LEnt *l, uint8_t *dst) {
     const GgufTensor *g = l->src[0];
     if (l->xf != XF_EXP_DOWN && !l->src[1]) return al_err("%s: %s without its ffn_up_exps", gguf_path(b->f), g->name);
-    size_t w = g->ndim == 3, E = l->e.shape[0], a = (size_t)g->ne[0], c = (size_t)g->ne[1];
-    for (int k = 0; k < (l->xf == XF_EXP_DOWN ? 1 : 2); k++) {
-        const GgufTensor *s = l->src[k];
-        float *tmp = al_malloc3(s->numel, 1, sizeof *tmp, s->name);
-        if (!tmp) return AL_ERR;
-        gguf_tensor_f32(b->f, s, tmp);
-        for (size_t x = 0; x < E; x++) {
-            if (!w)                                          /* bias (I, E): column 2i + k */
-                for (size_t i = 0; i < a; i++) dst[x * 2 * a + 2 * i + (size_t)k] = tmp[x * a + i];
-            else if (l->xf == XF_EXP_DOWN)                   /* (D rows, I cols) -> [I, D] */
-                for (size_t d = 0; d < c; d++)
-                    for (size_t i = 0; i < a; i++) dst[(x * a + i) * c + d] = tmp[(x * c + d) * a + i];
-            else                                             /* (I rows, D cols) -> [D, 2I] column 2i + k */
-                for (size_t i = 0; i < c; i++)
-                    for (size_t d = 0; d < a; d++) dst[(x * a + d) * 2 * c + 2 * i + (size_t)k] = tmp[(x * c + i) * a + d];
-        }
-        free(tmp);
+    size_t E = l->e.shape[0], in = (size_t)g->ne[0] * (g->ndim == 3 ? (size_t)g->ne[1] : 1);
+    size_t out = in * (l->xf == XF_EXP_DOWN ? 1 : 2), es = dt_size(l->e.dtype);
+    float *src = al_malloc3(in, 1, sizeof *src, g->name), *o = src ? al_malloc3(out, 1, sizeof *o, g->name) : NULL;
+    int rc = o ? AL_OK : AL_ERR;
+    for (size_t x = 0; rc == AL_OK && x < E; x++) {
+        for (int k = 0; k < (l->xf == XF_EXP_DOWN ? 1 : 2); k++) back_expert(b, l, k, x, src, o);
+        if (l->e.dtype == DT_F32) memcpy(dst + x * out * es, o, out * es);
+        else rc = dt_from_f32(l->e.dtype, o, out, dst + x * out * es);
     }
+    free(src);
+    free(o);
+    return rc;
+}
+
+/* gpt-oss's MXFP4 experts kept 4-bit, in the layout store_fp4_experts reads as gpt-oss releases it (tensor.h:
+ * "<hf>_blocks" U8 [E, R, C/32, 16] and "<hf>_scales" U8 [E, R, C/32], each expert (out R, in C)), each ggml block
+ * repacked (gg_mxfp4_to_hf: bit for bit the same values). ggml's expert matrices are (out, in) as HF's blocks
+ * are -- only HF's BF16 parameter is transposed (x @ W) --: ffn_gate_exps / ffn_up_exps (D, I, E) are each
+ * expert's (I, D), gate_up_proj_blocks' rows 2i / 2i + 1 (llama.cpp's converter splits blocks[:, ::2] /
+ * [:, 1::2]); ffn_down_exps (I, D, E) is down_proj_blocks' (D, I). An E8M0 byte 255 (ggml: 2^127; OCP's NaN)
+ * is refused naming the tensor at its first read (store_fp4_experts). Kept when the weight is 3-D and its
+ * sources (gate and up alike) MXFP4; else read widened to F32 as before. */
+static bool mx_keep(const LEnt *l) {
+    const GgufTensor *g = l->src[0];
+    if (!xf_experts(l->xf) || l->e.ndim != 3 || g->type != GG_MXFP4 || g->ne[0] % 32) return false;
+    return l->xf == XF_EXP_DOWN || (l->src[1] && l->src[1]->type == GG_MXFP4);
+}
+
+/* Each MXFP4 expert entry becomes its blocks ("<hf>_blocks") with its scales ("<hf>_scales") added after the
+ * entries; *kept: how many. */
+static int back_mx_split(Back *b, size_t *kept) {
+    *kept = 0;
+    for (size_t i = 0, n = b->n; i < n; i++) {
+        if (!mx_keep(&b->ent[i])) continue;
+        const GgufTensor *g = b->ent[i].src[0];
+        size_t E = b->ent[i].e.shape[0], R = (size_t)g->ne[1] * (b->ent[i].xf == XF_EXP_DOWN ? 1 : 2);
+        size_t G = (size_t)g->ne[0] / 32;
+        char *blk = al_asprintf("%s_blocks", b->ent[i].e.name), *sc = al_asprintf("%s_scales", b->ent[i].e.name);
+        if (!blk || !sc || al_reserve(&b->ent, &b->cap, b->n + 1, sizeof *b->ent, "GGUF tensors")) {
+            free(blk);
+            free(sc);
+            return AL_ERR;
+        }
+        LEnt *l = &b->ent[i], *s = &b->ent[b->n++];
+        free(l->e.name);
+        l->e = (st_entry){.name = blk, .dtype = DT_U8, .ndim = 4, .shape = {E, R, G, 16}};
+        l->mx = 1;
+        *s = *l;
+        s->e = (st_entry){.name = sc, .dtype = DT_U8, .ndim = 3, .shape = {E, R, G}};
+        s->mx = 2;
+        ++*kept;
+    }
+    return AL_OK;
+}
+
+/* An MXFP4 entry's bytes (blocks or scales) from its ggml sources, row by row; an E8M0 byte 255 refused. */
+static int back_fill_mx(const Back *b, const LEnt *l, uint8_t *dst) {
+    size_t E = l->e.shape[0], R = l->e.shape[1], G = l->e.shape[2], down = l->xf == XF_EXP_DOWN;
+    uint8_t sc, codes[16];
+    for (size_t x = 0; x < E; x++)
+        for (size_t r = 0; r < R; r++) {
+            const GgufTensor *s = l->src[down ? 0 : r & 1];
+            size_t sr = down ? r : r >> 1;
+            const uint8_t *src = (const uint8_t *)gguf_tensor_data(b->f, s) + (x * (size_t)s->ne[1] + sr) * G * GG_MXFP4_BLOCK;
+            uint8_t *d = dst + (x * R + r) * G * (l->mx == 1 ? 16 : 1);
+            for (size_t k = 0; k < G; k++, src += GG_MXFP4_BLOCK) {
+                gg_mxfp4_to_hf(src, &sc, codes);
+                if (sc == 255)
+                    return al_err("%s: %s: MXFP4 block [expert %zu, row %zu, block %zu] has the E8M0 scale 255 (NaN in "
+                                  "OCP's MX format, 2^127 to ggml): not a weight", gguf_path(b->f), s->name, x, sr, k);
+                if (l->mx == 1) memcpy(d + 16 * k, codes, 16);
+                else d[k] = sc;
+            }
+        }
     return AL_OK;
 }
 
@@ -838,7 +915,6 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
 /* Undoes the export's transform into dst (the HF tensor). */
 static int back_fill(const Back *b, const LEnt *l, float *dst) {
     const GgufTensor *g = l->src[0];
-    if (xf_experts(l->xf)) return back_fill_experts(b, l, dst);
     bool perm = (l->xf == XF_PERM_Q || l->xf == XF_PERM_K) && arch_permuted(b->a);
     if (l->xf == XF_K_B && !l->src[1]) return al_err("%s: %s without its attn_v_b", gguf_path(b->f), g->name);
     float *tmp = al_malloc3(g->numel, 1, sizeof *tmp, g->name);
@@ -898,6 +974,8 @@ static int back_collect(Back *b) {
 
 /* back_fill into the buffer at dst, in the entry's dtype: an F16 / BF16 one through a float copy (exact). */
 static int back_fill_as(const Back *b, const LEnt *l, uint8_t *dst) {
+    if (l->mx) return back_fill_mx(b, l, dst);
+    if (xf_experts(l->xf)) return back_fill_experts(b, l, dst);
     if (l->e.dtype == DT_F32) return back_fill(b, l, (float *)dst);
     size_t n = (l->e.end - l->e.begin) / dt_size(l->e.dtype);
     float *tmp = al_malloc3(n, 1, sizeof *tmp, l->e.name);
@@ -985,6 +1063,43 @@ void gguf_arch_list(char *buf, size_t cap) {
     }
 }
 
+/* Role r's module (its name without the last dotted part when drop) in layer 0 as a glob over the layers
+ * ("model.layers.*.self_attn"), or a model-level one's name ("lm_head"); "" when the layouts lack it. */
+static void role_glob(const ModelConfig *c, tensor_role r, bool layer, bool drop, char *buf, size_t cap) {
+    char name[256], pre[128];
+    buf[0] = 0;
+    if (!cfg_role_name(c, r, layer ? 0 : -1, 0, NULL, name, sizeof name)) return;
+    char *dot = drop ? strrchr(name, '.') : NULL;
+    if (dot) *dot = 0;
+    cfg_layer_prefix(c, 0, pre, sizeof pre);
+    size_t n = strlen(pre);
+    if (layer && n >= 2 && strncmp(name, pre, n) == 0) snprintf(buf, cap, "%.*s*.%s", (int)(n - 2), pre, name + n);
+    else snprintf(buf, cap, "%s", name);
+}
+
+/* A GGUF whose MXFP4 experts are kept (back_mx_split) reads as gpt-oss is released: config.json's
+ * quantization_config (quant_method mxfp4; modules_to_not_convert the release's: the attention, the router,
+ * the embeddings, lm_head), which the load checks the experts against and an export of it keeps beside their
+ * blocks. *json printed again from j. */
+static int back_mx_config(const ModelConfig *c, cJSON *j, char **json) {
+    static const struct { tensor_role r; bool layer, drop; } keep[] = {
+        {ROLE_Q, true, true}, {ROLE_ROUTER, true, false}, {ROLE_EMBED, false, false}, {ROLE_LM_HEAD, false, false}};
+    cJSON *q = cJSON_AddObjectToObject(j, "quantization_config"), *l = cJSON_CreateArray();
+    if (!q || !l || !cJSON_AddItemToObject(q, "modules_to_not_convert", l)) {
+        cJSON_Delete(l);
+        return al_err("out of memory");
+    }
+    char m[300];
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+        role_glob(c, keep[i].r, keep[i].layer, keep[i].drop, m, sizeof m);
+        if (m[0] && !cJSON_AddItemToArray(l, cJSON_CreateString(m))) return al_err("out of memory");
+    }
+    if (!cJSON_AddStringToObject(q, "quant_method", "mxfp4")) return al_err("out of memory");
+    free(*json);
+    *json = cJSON_Print(j);
+    return *json ? AL_OK : al_err("out of memory");
+}
+
 /* Opens the GGUF at path and maps its tensors back (*b, its entries placed; *json: its config.json text, caller
  * frees, as back_free frees *b's). */
 static int back_open(const char *path, Back *b, char **json) {
@@ -1002,13 +1117,16 @@ static int back_open(const char *path, Back *b, char **json) {
     cJSON *c = rc == AL_OK ? cJSON_CreateObject() : NULL;
     if (rc == AL_OK) rc = c ? a->cfg(f, a, c) : al_err("out of memory");
     *json = rc == AL_OK ? cJSON_Print(c) : NULL;
-    cJSON_Delete(c);
     int64_t layers = rc == AL_OK ? gint(f, a, "block_count", 0) : 0;
     if (rc == AL_OK && (layers < 0 || (uint64_t)layers > gguf_tensor_count(f)))   /* each layer holds tensors */
         rc = al_err("%s: %s.block_count %lld: the file holds %zu tensors", path, a->arch, (long long)layers,
                     gguf_tensor_count(f));
     if (rc == AL_OK) rc = *json ? model_config_parse(*json, path, &b->c) : al_err("out of memory");
     if (rc == AL_OK) rc = back_collect(b);
+    size_t mx = 0;
+    if (rc == AL_OK) rc = back_mx_split(b, &mx);
+    if (rc == AL_OK && mx) rc = back_mx_config(&b->c, c, json);
+    cJSON_Delete(c);
     if (rc == AL_OK) back_place(b);
     return rc;
 }
@@ -1039,7 +1157,7 @@ static void back_count(const Back *b, gg_type t, size_t *kept, size_t *wide, con
     *why = NULL;
     for (size_t i = 0; t == GG_F32 && i < gguf_tensor_count(b->f); i++) *kept += gguf_tensor_at(b->f, i)->type == t;
     for (size_t i = 0; t != GG_F32 && i < b->n; i++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 2 && b->ent[i].mx != 2; k++) {       /* an MXFP4 weight counted once, by its blocks */
             const GgufTensor *g = b->ent[i].src[k];
             if (!g || g->type != t) continue;
             bool keep = b->ent[i].e.dtype != DT_F32;
