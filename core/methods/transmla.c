@@ -19,6 +19,7 @@
 #include "layersel.h"
 #include "seeds.h"
 #include "tmla_hold.h"
+#include "tmla_lanes.h"
 #include "tmla_qkn.h"
 
 /* ================================================================ small helpers */
@@ -1012,6 +1013,75 @@ static bool converts_all(const ModelConfig *c, const TmlaOpts *o) {
     return true;
 }
 
+/* The layers of one tmla_convert on lanes (tmla_lanes.h): each unit reads, converts and holds one layer into its own
+ * slots of r; the attention parameters are summed afterwards in layer order. */
+typedef struct {
+    Model *m;
+    const TmlaOpts *o;
+    TmlaResult *r;
+    const int *layer;         /* (units) the layers converted, in order */
+    size_t *before, *after;   /* (n_layers) attention parameters of each converted layer */
+} ConvJob;
+
+/* o->moments_seen of unit k, in unit order (tmla_lanes_turn_begin): the digest sees the layers as one lane does. */
+typedef struct { TmlaLanes *ln; size_t k; const TmlaOpts *o; } SeenTurn;
+
+static int seen_in_turn(void *ctx, int l, const double *sigma, const double *mu) {
+    SeenTurn *t = ctx;
+    int rc = tmla_lanes_turn_begin(t->ln, t->k);
+    if (rc == AL_OK) rc = t->o->moments_seen(t->o->moments_ctx, l, sigma, mu);
+    tmla_lanes_turn_end(t->ln, t->k);
+    return rc;
+}
+
+static int convert_unit(TmlaLanes *ln, size_t k, void *ud) {
+    ConvJob *j = ud;
+    int l = j->layer[k];
+    TmlaOpts one = *j->o;
+    SeenTurn turn = {ln, k, j->o};
+    if (ln && one.moments_seen) { one.moments_seen = seen_in_turn; one.moments_ctx = &turn; }
+    AttnLayer *gqa = NULL;
+    j->r->rep[l].layer = l;
+    int rc = attn_layer_load(j->m, l, &gqa);
+    if (rc == AL_OK) rc = tmla_nope_as_rope(&j->m->cfg, gqa);
+    if (rc == AL_OK) rc = qkn_convert_layer(gqa, &one, l, &j->r->layers[l], &j->r->rep[l]);
+    if (rc == AL_OK) rc = tmla_hold_layer(j->m, l, j->r->layers[l], one.hold_bf16);   /* W_O borrowed; BF16 */
+    if (rc == AL_OK) {
+        AttnLayer *L = j->r->layers[l];
+        j->before[l] = attn_layer_params(gqa);
+        j->after[l] = L->kind == ATTN_GQA && one.qk_norm == TMLA_QKN_KEEP ? tmla_qkn_keep_params(L, j->r->kv_after)
+                                                                         : attn_layer_params(L);
+    } else if (rc == AL_ERR)
+        al_err_ctx("convert mla: layer %d", l);
+    attn_layer_free(gqa);
+    return rc;
+}
+
+/* Converts the selected layers into r (r's dims set), timing them. */
+static int convert_layers(Model *m, const TmlaOpts *o, TmlaResult *r) {
+    const ModelConfig *c = &m->cfg;
+    size_t k = 0;
+    ConvJob j = {.m = m, .o = o, .r = r};
+    int *layer = al_calloc((size_t)c->n_layers, sizeof *layer, "the layers to convert");
+    j.before = al_calloc((size_t)c->n_layers, sizeof *j.before, "attention parameters");
+    j.after = al_calloc((size_t)c->n_layers, sizeof *j.after, "attention parameters");
+    int rc = layer && j.before && j.after ? AL_OK : AL_ERR;
+    for (int l = o->layer_lo; rc == AL_OK && l <= o->layer_hi; l = layersel_next(c, l + 1, o->layer_hi))
+        layer[k++] = l;
+    j.layer = layer;
+    r->lanes = tmla_lanes_count(k, o->lanes);
+    double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    if (rc == AL_OK) rc = tmla_lanes_run(k, o->lanes, convert_unit, &j, "layer");
+    r->solve_s = clock_s(CLOCK_MONOTONIC) - t0;
+    r->solve_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    for (size_t i = 0; rc == AL_OK && i < k; i++) {
+        r->params_before += j.before[layer[i]];
+        r->params_after += j.after[layer[i]];
+    }
+    free(layer); free(j.before); free(j.after);
+    return rc;
+}
+
 int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     *out = NULL;
     TmlaOpts o = *opts;
@@ -1043,29 +1113,8 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     r->q_rank = o.q_rank;
     r->kv_before = cfg_kv_values(c);
     r->kv_after = (size_t)r->kv_rank + (size_t)r->rope_dim;
-    size_t total = (size_t)layersel_count(c, o.layer_lo, o.layer_hi), done = 0;
-    double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-    int rc = AL_OK;
-    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l = layersel_next(c, l + 1, o.layer_hi)) {
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        AttnLayer *gqa = NULL;
-        r->rep[l].layer = l;
-        rc = attn_layer_load(m, l, &gqa);
-        if (rc == AL_OK) rc = tmla_nope_as_rope(c, gqa);
-        if (rc == AL_OK) rc = qkn_convert_layer(gqa, &o, l, &r->layers[l], &r->rep[l]);
-        if (rc == AL_OK) rc = tmla_hold_layer(m, l, r->layers[l], o.hold_bf16);   /* W_O borrowed; BF16 */
-        if (rc == AL_OK) {
-            r->params_before += attn_layer_params(gqa);
-            r->params_after += r->layers[l]->kind == ATTN_GQA && o.qk_norm == TMLA_QKN_KEEP
-                               ? tmla_qkn_keep_params(r->layers[l], r->kv_after) : attn_layer_params(r->layers[l]);
-        } else if (rc == AL_ERR)
-            al_err_ctx("convert mla: layer %d", l);
-        attn_layer_free(gqa);
-        al_progress("layer", ++done, total);
-    }
+    int rc = convert_layers(m, &o, r);
     if (rc) { tmla_result_free(r); return rc; }
-    r->solve_s = clock_s(CLOCK_MONOTONIC) - t0;
-    r->solve_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     *out = r;
     return AL_OK;
 }
