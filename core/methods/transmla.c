@@ -838,17 +838,18 @@ Mat *tmla_eval_inputs(size_t T, int hidden, uint64_t seed, const double *Sigma, 
     return report_inputs(&o, hidden, Sigma, mu);
 }
 
-/* Errors of mla against gqa on the report's inputs X (positions 0..T-1). */
-static int measure(const AttnLayer *gqa, const AttnLayer *mla, const Mat *X, double *se, double *oe) {
+/* Errors of mla against gqa on the report's inputs X (positions 0..T-1); *src: gqa's outputs there, evaluated on the
+ * first call and kept for the next (both balances measure against the same source outputs). */
+static int measure(const AttnLayer *gqa, const AttnLayer *mla, const Mat *X, AttnOut **src, double *se, double *oe) {
     size_t T = X->rows;
     int *pos = al_malloc3(T, 1, sizeof(int), "positions");
-    AttnOut *a = NULL, *b = NULL;
+    AttnOut *b = NULL;
     int rc = pos ? AL_OK : AL_ERR;
     for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
-    if (rc == AL_OK) rc = attn_eval(gqa, X, pos, true, &a);
+    if (rc == AL_OK && !*src) rc = attn_eval(gqa, X, pos, true, src);
     if (rc == AL_OK) rc = attn_eval(mla, X, pos, true, &b);
-    if (rc == AL_OK) attn_rel_err(a, b, se, oe);
-    attn_out_free(a); attn_out_free(b); free(pos);
+    if (rc == AL_OK) attn_rel_err(*src, b, se, oe);
+    attn_out_free(b); free(pos);
     return rc;
 }
 
@@ -881,6 +882,7 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
     double *C_kv = NULL, *C_K = NULL, *C_J = NULL;
     AttnLayer *alt = NULL;
     Mat *X = NULL;
+    AttnOut *src = NULL;                          /* gqa's outputs on X */
     int rc = merge_layer(gqa, true, &T);
     if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, Sigma, mu, &C_kv);
     if (rc == AL_OK && !(C_K = tmla_key_cov(T, C_kv))) rc = AL_ERR;
@@ -893,7 +895,7 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
         rc = finish(T, o, !o->balance, C_J, Sigma, mu, &alt);
         if (rc == AL_OK) {
             rep->joint_energy_alt = T->joint_energy;
-            rc = measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
+            rc = measure(gqa, alt, X, &src, &rep->score_err_alt, &rep->out_err_alt);
         }
         attn_layer_free(alt);
         alt = NULL;
@@ -902,9 +904,10 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
     if (rc == AL_OK) {
         rep->alpha = T->alpha;
         rep->joint_energy = T->joint_energy;
-        rc = measure(gqa, *mla, X, &rep->score_err, &rep->out_err);
+        rc = measure(gqa, *mla, X, &src, &rep->score_err, &rep->out_err);
     }
     attn_layer_free(alt);
+    attn_out_free(src);
     tmla_layer_free(T);
     mat_free(X);
     free(C_kv); free(C_K); free(C_J);
