@@ -239,7 +239,8 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
                r->params_before, r->params_after);
     out_printf(out, "PCA statistics: %s\n", u->source);
     if (r->solve_s > 0)
-        out_printf(out, "conversion: %.2f s (CPU %.2f s): the layers' PCAs, builds and reports\n", r->solve_s, r->solve_cpu_s);
+        out_printf(out, "conversion: %.2f s (CPU %.2f s): the layers' PCAs, builds and reports, %d layer%s at a time\n",
+                   r->solve_s, r->solve_cpu_s, r->lanes, r->lanes == 1 ? "" : "s");
     if (m->cfg.qk_norm != QKN_NONE)
         out_printf(out, "%s; the errors below are against the source with its norm\n",
                    tmla_qkn_words((tmla_qkn_mode)ro->qk_norm));

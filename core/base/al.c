@@ -156,7 +156,12 @@ char *al_asprintf(const char *fmt, ...) {
     return s;
 }
 
+static _Thread_local int threads_here;   /* al_threads_here */
+
+void al_threads_here(int n) { threads_here = n > 0 ? n : 0; }
+
 int al_threads(void) {
+    if (threads_here) return threads_here;
     const char *env = getenv("ATTNLAB_THREADS");
     if (env && atoi(env) > 0) return atoi(env);
     long n = sysconf(_SC_NPROCESSORS_ONLN);

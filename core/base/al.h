@@ -118,8 +118,10 @@ int al_write_file_atomic(const char *path, const void *data, size_t len);
 void al_remove_tree(const char *dir);
 
 /* Number of worker threads for head sweeps (defaults to the online CPU count; ATTNLAB_THREADS
- * overrides). */
+ * overrides; on a thread that set al_threads_here, its own count). */
 int al_threads(void);
+/* This thread's own al_threads (0: none): a lane running work beside others (tmla_lanes.h). */
+void al_threads_here(int n);
 
 /* Room for `need` elements in a growing array: when *cap < need, *arr (the address of a T *
  * pointer) is reallocated to double the capacity (16 at first) until it holds need elements of elt

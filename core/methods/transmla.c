@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "layersel.h"
 #include "seeds.h"
 #include "tmla_hold.h"
+#include "tmla_lanes.h"
 #include "tmla_qkn.h"
 
 /* ================================================================ small helpers */
@@ -837,17 +839,18 @@ Mat *tmla_eval_inputs(size_t T, int hidden, uint64_t seed, const double *Sigma, 
     return report_inputs(&o, hidden, Sigma, mu);
 }
 
-/* Errors of mla against gqa on the report's inputs X (positions 0..T-1). */
-static int measure(const AttnLayer *gqa, const AttnLayer *mla, const Mat *X, double *se, double *oe) {
+/* Errors of mla against gqa on the report's inputs X (positions 0..T-1); *src: gqa's outputs there, evaluated on the
+ * first call and kept for the next (both balances measure against the same source outputs). */
+static int measure(const AttnLayer *gqa, const AttnLayer *mla, const Mat *X, AttnOut **src, double *se, double *oe) {
     size_t T = X->rows;
     int *pos = al_malloc3(T, 1, sizeof(int), "positions");
-    AttnOut *a = NULL, *b = NULL;
+    AttnOut *b = NULL;
     int rc = pos ? AL_OK : AL_ERR;
     for (size_t t = 0; pos && t < T; t++) pos[t] = (int)t;
-    if (rc == AL_OK) rc = attn_eval(gqa, X, pos, true, &a);
+    if (rc == AL_OK && !*src) rc = attn_eval(gqa, X, pos, true, src);
     if (rc == AL_OK) rc = attn_eval(mla, X, pos, true, &b);
-    if (rc == AL_OK) attn_rel_err(a, b, se, oe);
-    attn_out_free(a); attn_out_free(b); free(pos);
+    if (rc == AL_OK) attn_rel_err(*src, b, se, oe);
+    attn_out_free(b); free(pos);
     return rc;
 }
 
@@ -880,6 +883,7 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
     double *C_kv = NULL, *C_K = NULL, *C_J = NULL;
     AttnLayer *alt = NULL;
     Mat *X = NULL;
+    AttnOut *src = NULL;                          /* gqa's outputs on X */
     int rc = merge_layer(gqa, true, &T);
     if (rc == AL_OK) rc = tmla_kv_cov_stats(gqa, Sigma, mu, &C_kv);
     if (rc == AL_OK && !(C_K = tmla_key_cov(T, C_kv))) rc = AL_ERR;
@@ -892,7 +896,7 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
         rc = finish(T, o, !o->balance, C_J, Sigma, mu, &alt);
         if (rc == AL_OK) {
             rep->joint_energy_alt = T->joint_energy;
-            rc = measure(gqa, alt, X, &rep->score_err_alt, &rep->out_err_alt);
+            rc = measure(gqa, alt, X, &src, &rep->score_err_alt, &rep->out_err_alt);
         }
         attn_layer_free(alt);
         alt = NULL;
@@ -901,9 +905,10 @@ int tmla_convert_layer_stats(const AttnLayer *gqa, const TmlaOpts *o, const doub
     if (rc == AL_OK) {
         rep->alpha = T->alpha;
         rep->joint_energy = T->joint_energy;
-        rc = measure(gqa, *mla, X, &rep->score_err, &rep->out_err);
+        rc = measure(gqa, *mla, X, &src, &rep->score_err, &rep->out_err);
     }
     attn_layer_free(alt);
+    attn_out_free(src);
     tmla_layer_free(T);
     mat_free(X);
     free(C_kv); free(C_K); free(C_J);
@@ -1012,6 +1017,79 @@ static bool converts_all(const ModelConfig *c, const TmlaOpts *o) {
     return true;
 }
 
+/* The layers of one tmla_convert on lanes (tmla_lanes.h): each unit reads, converts and holds one layer into its own
+ * slots of r; the attention parameters are summed afterwards in layer order. */
+typedef struct {
+    Model *m;
+    const TmlaOpts *o;
+    TmlaResult *r;
+    const int *layer;         /* (units) the layers converted, in order */
+    size_t *before, *after;   /* (n_layers) attention parameters of each converted layer */
+    pthread_mutex_t load_mu;  /* one attn_layer_load at a time: the model's layer cache holds one layer, and a load
+                                 switching it frees the tensors another lane's load is still copying */
+} ConvJob;
+
+/* o->moments_seen of unit k, in unit order (tmla_lanes_turn_begin): the digest sees the layers as one lane does. */
+typedef struct { TmlaLanes *ln; size_t k; const TmlaOpts *o; } SeenTurn;
+
+static int seen_in_turn(void *ctx, int l, const double *sigma, const double *mu) {
+    SeenTurn *t = ctx;
+    int rc = tmla_lanes_turn_begin(t->ln, t->k);
+    if (rc == AL_OK) rc = t->o->moments_seen(t->o->moments_ctx, l, sigma, mu);
+    tmla_lanes_turn_end(t->ln, t->k);
+    return rc;
+}
+
+static int convert_unit(TmlaLanes *ln, size_t k, void *ud) {
+    ConvJob *j = ud;
+    int l = j->layer[k];
+    TmlaOpts one = *j->o;
+    SeenTurn turn = {ln, k, j->o};
+    if (ln && one.moments_seen) { one.moments_seen = seen_in_turn; one.moments_ctx = &turn; }
+    AttnLayer *gqa = NULL;
+    j->r->rep[l].layer = l;
+    pthread_mutex_lock(&j->load_mu);
+    int rc = attn_layer_load(j->m, l, &gqa);
+    pthread_mutex_unlock(&j->load_mu);
+    if (rc == AL_OK) rc = tmla_nope_as_rope(&j->m->cfg, gqa);
+    if (rc == AL_OK) rc = qkn_convert_layer(gqa, &one, l, &j->r->layers[l], &j->r->rep[l]);
+    if (rc == AL_OK) rc = tmla_hold_layer(j->m, l, j->r->layers[l], one.hold_bf16);   /* W_O borrowed; BF16 */
+    if (rc == AL_OK) {
+        AttnLayer *L = j->r->layers[l];
+        j->before[l] = attn_layer_params(gqa);
+        j->after[l] = L->kind == ATTN_GQA && one.qk_norm == TMLA_QKN_KEEP ? tmla_qkn_keep_params(L, j->r->kv_after)
+                                                                         : attn_layer_params(L);
+    } else if (rc == AL_ERR)
+        al_err_ctx("convert mla: layer %d", l);
+    attn_layer_free(gqa);
+    return rc;
+}
+
+/* Converts the selected layers into r (r's dims set), timing them. */
+static int convert_layers(Model *m, const TmlaOpts *o, TmlaResult *r) {
+    const ModelConfig *c = &m->cfg;
+    size_t k = 0;
+    ConvJob j = {.m = m, .o = o, .r = r, .load_mu = PTHREAD_MUTEX_INITIALIZER};
+    int *layer = al_calloc((size_t)c->n_layers, sizeof *layer, "the layers to convert");
+    j.before = al_calloc((size_t)c->n_layers, sizeof *j.before, "attention parameters");
+    j.after = al_calloc((size_t)c->n_layers, sizeof *j.after, "attention parameters");
+    int rc = layer && j.before && j.after ? AL_OK : AL_ERR;
+    for (int l = o->layer_lo; rc == AL_OK && l <= o->layer_hi; l = layersel_next(c, l + 1, o->layer_hi))
+        layer[k++] = l;
+    j.layer = layer;
+    r->lanes = tmla_lanes_count(k, o->lanes);
+    double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    if (rc == AL_OK) rc = tmla_lanes_run(k, o->lanes, convert_unit, &j, "layer");
+    r->solve_s = clock_s(CLOCK_MONOTONIC) - t0;
+    r->solve_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    for (size_t i = 0; rc == AL_OK && i < k; i++) {
+        r->params_before += j.before[layer[i]];
+        r->params_after += j.after[layer[i]];
+    }
+    free(layer); free(j.before); free(j.after);
+    return rc;
+}
+
 int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     *out = NULL;
     TmlaOpts o = *opts;
@@ -1043,29 +1121,8 @@ int tmla_convert(Model *m, const TmlaOpts *opts, TmlaResult **out) {
     r->q_rank = o.q_rank;
     r->kv_before = cfg_kv_values(c);
     r->kv_after = (size_t)r->kv_rank + (size_t)r->rope_dim;
-    size_t total = (size_t)layersel_count(c, o.layer_lo, o.layer_hi), done = 0;
-    double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-    int rc = AL_OK;
-    for (int l = o.layer_lo; rc == AL_OK && l <= o.layer_hi; l = layersel_next(c, l + 1, o.layer_hi)) {
-        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-        AttnLayer *gqa = NULL;
-        r->rep[l].layer = l;
-        rc = attn_layer_load(m, l, &gqa);
-        if (rc == AL_OK) rc = tmla_nope_as_rope(c, gqa);
-        if (rc == AL_OK) rc = qkn_convert_layer(gqa, &o, l, &r->layers[l], &r->rep[l]);
-        if (rc == AL_OK) rc = tmla_hold_layer(m, l, r->layers[l], o.hold_bf16);   /* W_O borrowed; BF16 */
-        if (rc == AL_OK) {
-            r->params_before += attn_layer_params(gqa);
-            r->params_after += r->layers[l]->kind == ATTN_GQA && o.qk_norm == TMLA_QKN_KEEP
-                               ? tmla_qkn_keep_params(r->layers[l], r->kv_after) : attn_layer_params(r->layers[l]);
-        } else if (rc == AL_ERR)
-            al_err_ctx("convert mla: layer %d", l);
-        attn_layer_free(gqa);
-        al_progress("layer", ++done, total);
-    }
+    int rc = convert_layers(m, &o, r);
     if (rc) { tmla_result_free(r); return rc; }
-    r->solve_s = clock_s(CLOCK_MONOTONIC) - t0;
-    r->solve_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     *out = r;
     return AL_OK;
 }

@@ -176,6 +176,8 @@ typedef struct {
     bool hold_bf16;           /* compute bf16 on a source whose default export is BF16 (tmla_hold_bf16_default): the
                                  rewritten matrices held in BF16 as that export stores them (tmla_hold.h); W_O is
                                  borrowed from the source's o_proj either way */
+    int lanes;                /* layers converted at a time (tmla_lanes.h; 0: two where there are two cores); the
+                                 result is the same bit for bit whatever the count */
     char strategy[48];        /* "": TransMLA's own; else the one-shot strategy that built the layers
                                  (mla_strategy.h: "care", "mha2mla-2norm", ...), which the export records */
 } TmlaOpts;
@@ -221,6 +223,7 @@ typedef struct TmlaResult {
     AttnLayer **run_bf16;     /* (n_layers) or NULL: with run NULL (a conversion made in compute f32), its BF16 export's
                                  layers as run in compute bf16, built on first use (mla_run_for) */
     bool run_none;            /* mla_run_for found no DeepSeek-V3 export of this conversion: layers[] run */
+    int lanes;                /* the layers converted at a time (tmla_lanes_count) */
     double solve_s, solve_cpu_s;  /* wall and process-CPU seconds of tmla_convert's layer loop (each source
                                      layer read, its PCAs, build and report): the pipeline's solve time */
 } TmlaResult;
