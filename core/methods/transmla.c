@@ -1025,8 +1025,8 @@ typedef struct {
     TmlaResult *r;
     const int *layer;         /* (units) the layers converted, in order */
     size_t *before, *after;   /* (n_layers) attention parameters of each converted layer */
-    pthread_mutex_t load_mu;  /* one attn_layer_load at a time: the model's layer cache holds one layer, and a load
-                                 switching it frees the tensors another lane's load is still copying */
+    pthread_mutex_t load_mu;  /* one attn_layer_load (and tmla_hold_layer) at a time: the model's layer cache holds one
+                                 layer, and a load switching it frees the tensors another lane's load is still copying */
 } ConvJob;
 
 /* o->moments_seen of unit k, in unit order (tmla_lanes_turn_begin): the digest sees the layers as one lane does. */
@@ -1053,7 +1053,11 @@ static int convert_unit(TmlaLanes *ln, size_t k, void *ud) {
     pthread_mutex_unlock(&j->load_mu);
     if (rc == AL_OK) rc = tmla_nope_as_rope(&j->m->cfg, gqa);
     if (rc == AL_OK) rc = qkn_convert_layer(gqa, &one, l, &j->r->layers[l], &j->r->rep[l]);
-    if (rc == AL_OK) rc = tmla_hold_layer(j->m, l, j->r->layers[l], one.hold_bf16);   /* W_O borrowed; BF16 */
+    if (rc == AL_OK) {          /* W_O borrowed (a store view: the store's lazy parts are not for two lanes); BF16 */
+        pthread_mutex_lock(&j->load_mu);
+        rc = tmla_hold_layer(j->m, l, j->r->layers[l], one.hold_bf16);
+        pthread_mutex_unlock(&j->load_mu);
+    }
     if (rc == AL_OK) {
         AttnLayer *L = j->r->layers[l];
         j->before[l] = attn_layer_params(gqa);
