@@ -306,7 +306,7 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
         return al_err("calibration: seqlen %zu is longer than the model's context %zu", seqlen, fwd_max_ctx(f));
     RunCtx c = {.st = st, .seqlen = seqlen};
     FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024, .whole_seqs = true};
-    int rc = fwd_run_hooked(f, &h, tokens, nseq, seqlen);
+    int rc = fwd_run_hooked_layers(f, &h, tokens, nseq, seqlen, 0);   /* layer-major where the model allows */
     if (st->seqlen == 0 || st->seqlen == seqlen) st->seqlen = seqlen;
     free(st->xfull);                  /* the run's scratch: hidden^2 doubles, not kept past it */
     st->xfull = NULL;
