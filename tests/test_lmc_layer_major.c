@@ -128,9 +128,19 @@ static CalibStats *stats(Forward *f, const Model *m, const int *ids, size_t T, s
 
 /* ------------------------------------------------------------------ progress: one layer at a time */
 
-typedef struct { const CalibStats *st; int NL; size_t want, reports, bad; } Prog;
+typedef struct { const CalibStats *st; int NL; size_t want, reports, bad, written; } Prog;
 static Prog prog;
 
+/* True when layer l's G_X in st->gx (the mapping) is all zeros. */
+static bool gx_zero(const CalibStats *st, int l) {
+    size_t n = (size_t)st->sh.hidden * (st->sh.hidden + 1) / 2;
+    for (size_t i = 0; i < n; i++)
+        if (st->gx[(size_t)l * n + i] != 0) return false;
+    return true;
+}
+
+/* After layer done-1 of the one group: layers 0..done-1 have every window's tokens, the rest none; where G_X is a
+ * mapping, the layer just run has not been written into it (held), the layer before it has, once. */
 static void on_progress(const char *label, size_t done, size_t total, void *ud) {
     (void)ud;
     if (!label || !prog.st) return;
@@ -138,6 +148,9 @@ static void on_progress(const char *label, size_t done, size_t total, void *ud) 
     if (total != (size_t)prog.NL || done == 0 || done > total) { prog.bad++; return; }
     for (int l = 0; l < prog.NL; l++)
         if (prog.st->tokens[l] != ((size_t)l < done ? prog.want : 0)) prog.bad++;
+    if (!calib_spilled(prog.st)) return;
+    if (!gx_zero(prog.st, (int)done - 1)) prog.written++;          /* written while its windows ran */
+    if (done >= 2 && gx_zero(prog.st, (int)done - 2)) prog.bad++;   /* not written back when the next began */
 }
 
 static void through_calib_run(Forward *f, const Model *m, const int *ids, size_t T, const CalibStats *wm,
@@ -146,7 +159,7 @@ static void through_calib_run(Forward *f, const Model *m, const int *ids, size_t
     CalibStats *st = NULL;
     CHECK_OK(calib_shape_of(m, &sh));
     CHECK_OK(calib_new(&sh, true, &st));
-    prog = (Prog){st, sh.n_layers, NSEQ * T, 0, 0};
+    prog = (Prog){st, sh.n_layers, NSEQ * T, 0, 0, 0};
     al_set_progress(on_progress, NULL);
     if (st) CHECK_OK(calib_run(st, f, ids, NSEQ, T));
     al_set_progress(NULL, NULL);
@@ -156,6 +169,13 @@ static void through_calib_run(Forward *f, const Model *m, const int *ids, size_t
           "%s: %zu progress reports, %zu with a layer's tokens not those of layer-major order", what, prog.reports,
           prog.bad);
     CHECK(st && wm && same_stats(st, wm), "%s: calib_run's Grams are the window-major run's bits", what);
+    if (st && calib_spilled(st)) {
+        CHECK(prog.written == 0, "%s: %zu layers' G_X written into the mapping while their windows ran", what,
+              prog.written);
+        CHECK(st->gx_hold_flushes == (size_t)sh.n_layers, "%s: each layer's G_X written back once (%zu)", what,
+              st->gx_hold_flushes);
+    } else
+        printf("%s: G_X not spilled (no file under $TMPDIR): the mapping checks skipped\n", what);
     prog.st = NULL;
     calib_free(st);
 }

@@ -85,6 +85,11 @@ typedef struct CalibStats {
     size_t buf_cap;           /* doubles in buf */
     double *xfull;            /* scratch (hidden, hidden) of one G_X block while accumulating, or NULL
                                  (calib_run frees it at its end) */
+    double *gx_hold;          /* layer-major calib_run over a spilled G_X: layer gx_hold_layer's packed G_X, copied
+                                 out of the mapping when its group starts and back once when it ends (the mapping
+                                 dirtied once per layer and group), or NULL */
+    int gx_hold_layer;        /* -1: none held */
+    size_t gx_hold_flushes;   /* layers' G_X written back into the mapping by the last calib_run */
 } CalibStats;
 
 /* Zeroed statistics of shape sh (with G_X when with_x). Caller frees with calib_free. */
