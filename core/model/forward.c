@@ -2280,7 +2280,8 @@ static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size
     for (size_t s0 = 0; rc == AL_OK && s0 < nseq; s0 += per) {
         size_t W = nseq - s0 < per ? nseq - s0 : per;
         if (al_interrupt_pending()) { rc = AL_INTERRUPTED; break; }
-        snprintf(f->lm_label, sizeof f->lm_label, "windows %zu-%zu of %zu, layer", s0 + 1, s0 + W, nseq);
+        if (W == nseq) snprintf(f->lm_label, sizeof f->lm_label, "layer");       /* one group: "layer 3/32" */
+        else snprintf(f->lm_label, sizeof f->lm_label, "windows %zu-%zu of %zu, layer", s0 + 1, s0 + W, nseq);
         if (whole) al_interrupt_defer(true);
         rc = group_run(f, tokens, s0, W, T, X, seq0);
         if (whole) al_interrupt_defer(false);

@@ -156,8 +156,9 @@ int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq
  * read once per group, and a hook's sums for one layer see only that layer's calls between other layers' (G_X
  * pages dirtied once per group). The hooks fire with the arguments of fwd_run_hooked in layer-major order; for
  * each layer, windows in the same order, so a hook that sums per layer gets the same bits. Progress per layer
- * ("windows a-b of N, layer l/NL"); with h->whole_seqs, Ctrl-C is honoured between groups (every layer has seen
- * the same windows). Where fwd_layer_major_refusal names a reason, it is fwd_run_hooked. */
+ * ("layer l/NL"; with several groups "windows a-b of N, layer l/NL"); with h->whole_seqs, Ctrl-C is honoured
+ * between groups (every layer has seen the same windows). Where fwd_layer_major_refusal names a reason, it is
+ * fwd_run_hooked. */
 #define FWD_GROUP_BYTES ((size_t)256 << 20)
 /* Tokens of a group by default: its weights read once per 4096 tokens (8 x 512, 16 x 256: a Ctrl-C waits for as
  * many tokens through the model; 8B: 4 x 512 is one group, 128 x 256 eight). */
