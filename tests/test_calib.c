@@ -74,7 +74,7 @@ static double max_rel(const double *a, const double *b, size_t n) {
 /* Progress hook that plays Ctrl-C after the second calibration sequence. */
 static void set_after_two(const char *label, size_t done, size_t total, void *ud) {
     (void)total; (void)ud;
-    if (label && !strcmp(label, "sequence") && done == 2) al_interrupt_flag = 1;
+    if (label && done == 2) al_interrupt_flag = 1;      /* sequence 2; layer-major: layer 2 of the first group */
 }
 
 static void test_stories(const char *models) {
@@ -254,6 +254,7 @@ static void test_stories(const char *models) {
     calib_free(st);
     CHECK_OK(calib_new(&sh, false, &st));
     al_interrupt_flag = 0;
+    fwd_set_group_tokens(f, 2 * L);                     /* layer-major groups of 2 windows */
     al_set_progress(set_after_two, NULL);
     int rc = calib_run(st, f, ids, NS, L);
     al_set_progress(NULL, NULL);

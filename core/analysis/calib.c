@@ -135,6 +135,7 @@ void calib_free(CalibStats *st) {
     else free(st->gx);
     free(st->buf);
     free(st->xfull);
+    free(st->gx_hold);
     free(st);
 }
 
@@ -247,7 +248,8 @@ int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size
     if (ld < heads * dim)
         return al_err("calibration: %s rows of layer %d have stride %zu, less than %zu heads x %zu", which_name(which),
                       layer, ld, heads, dim);
-    double *base = gram_base(st, which) + (size_t)layer * layer_elems(sh, which);
+    double *base = which == CALIB_X && st->gx_hold && layer == st->gx_hold_layer
+                       ? st->gx_hold : gram_base(st, which) + (size_t)layer * layer_elems(sh, which);
     size_t m = H / G;
     for (size_t h = 0; which != CALIB_X && h < heads; h++) {
         size_t g = which == CALIB_Q ? h / m : h;      /* queries add into their KV head's group */
@@ -292,8 +294,21 @@ typedef struct {
     size_t seqlen;
 } RunCtx;
 
+/* The held layer's G_X back into the mapping (one write of its pages), then layer's (>= 0) held. */
+static void gx_hold_switch(CalibStats *st, int layer) {
+    size_t n = layer_elems(&st->sh, CALIB_X);
+    if (st->gx_hold_layer >= 0) {
+        memcpy(st->gx + (size_t)st->gx_hold_layer * n, st->gx_hold, n * sizeof(double));
+        st->gx_hold_flushes++;
+    }
+    st->gx_hold_layer = layer;
+    if (layer >= 0) memcpy(st->gx_hold, st->gx + (size_t)layer * n, n * sizeof(double));
+}
+
 static int run_hook(const FwdAct *a, void *ud) {
     RunCtx *c = ud;
+    if (c->st->gx_hold && a->kind == FWD_ATTN_IN && a->layer != c->st->gx_hold_layer)
+        gx_hold_switch(c->st, a->layer);           /* layer-major: a layer's windows begin */
     int rc = calib_add_act(c->st, a);
     fwd_act_kind last = count_kind(c->st) == CALIB_X ? FWD_ATTN_IN : FWD_K_ROPE;
     if (rc == AL_OK && a->kind == last && a->pos0 + a->T == c->seqlen) calib_seq_done(c->st, a->layer);
@@ -306,7 +321,15 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
         return al_err("calibration: seqlen %zu is longer than the model's context %zu", seqlen, fwd_max_ctx(f));
     RunCtx c = {.st = st, .seqlen = seqlen};
     FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024, .whole_seqs = true};
-    int rc = fwd_run_hooked(f, &h, tokens, nseq, seqlen);
+    st->gx_hold_layer = -1;
+    st->gx_hold_flushes = 0;
+    bool hold = st->has_x && st->gx_spill && !fwd_layer_major_refusal(f);   /* else G_X is summed in place */
+    if (hold && !(st->gx_hold = al_malloc3(layer_elems(&st->sh, CALIB_X), 1, sizeof(double), "a layer's G_X")))
+        return AL_ERR;
+    int rc = fwd_run_hooked_layers(f, &h, tokens, nseq, seqlen, 0);   /* layer-major where the model allows */
+    gx_hold_switch(st, -1);
+    free(st->gx_hold);
+    st->gx_hold = NULL;
     if (st->seqlen == 0 || st->seqlen == seqlen) st->seqlen = seqlen;
     free(st->xfull);                  /* the run's scratch: hidden^2 doubles, not kept past it */
     st->xfull = NULL;

@@ -85,6 +85,11 @@ typedef struct CalibStats {
     size_t buf_cap;           /* doubles in buf */
     double *xfull;            /* scratch (hidden, hidden) of one G_X block while accumulating, or NULL
                                  (calib_run frees it at its end) */
+    double *gx_hold;          /* layer-major calib_run over a spilled G_X: layer gx_hold_layer's packed G_X, copied
+                                 out of the mapping when its group starts and back once when it ends (the mapping
+                                 dirtied once per layer and group), or NULL */
+    int gx_hold_layer;        /* -1: none held */
+    size_t gx_hold_flushes;   /* layers' G_X written back into the mapping by the last calib_run */
 } CalibStats;
 
 /* Zeroed statistics of shape sh (with G_X when with_x). Caller frees with calib_free. */
@@ -120,8 +125,10 @@ int calib_add_act(CalibStats *st, const FwdAct *a);
 unsigned calib_hook_mask(const CalibStats *st);
 
 /* Runs nseq sequences of seqlen tokens (tokens[s * seqlen ...]) through f, each a fresh
- * sequence, accumulating into st. Progress "sequence"; Ctrl-C returns AL_INTERRUPTED after the
- * current sequence, keeping what was accumulated: every layer has seen the same whole sequences
+ * sequence, accumulating into st: layer-major where the pass allows (fwd_run_hooked_layers: each layer's
+ * weights read once per group of windows, the same sums in the same order, so the same bits), else window
+ * by window. Ctrl-C returns AL_INTERRUPTED after the current sequence (layer-major: group), keeping what was
+ * accumulated: every layer has seen the same whole sequences
  * (st->seqs and st->tokens equal across layers). The hooks of f are removed afterwards. */
 int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t seqlen);
 

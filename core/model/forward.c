@@ -150,6 +150,9 @@ struct Forward {
     mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
     FwdCapture *capture;          /* one head's attention weights (borrowed), or NULL */
     unsigned char *hmask;         /* (n_layers, H) 1: the head's output zeroed; NULL: none */
+    size_t lm_groups;             /* groups the last hooked run ran layer-major (0: window-major) */
+    size_t group_tokens;          /* most tokens in a layer-major group (0: FWD_GROUP_TOKENS) */
+    char lm_label[64];            /* its progress label ("windows 1-4 of 4, layer") */
 };
 
 /* ================================================================ small helpers */
@@ -2097,9 +2100,8 @@ static int ple_inputs(Forward *f, const int *tokens, size_t T) {
     return AL_OK;
 }
 
-/* The whole stack over tokens at positions pos..pos+T-1: leaves the final normed hidden
- * states in f->h (T, D) and advances pos. */
-static int body(Forward *f, const int *tokens, size_t T) {
+/* The checks, buffers and embeddings of a call over tokens at positions pos..pos+T-1: the embedded rows in f->x (T, D). */
+static int body_embed(Forward *f, const int *tokens, size_t T) {
     size_t D = f->D;
     if (T == 0) return al_err("forward pass: no tokens to run");
     if (f->pos + T > f->max_ctx)
@@ -2123,6 +2125,14 @@ static int body(Forward *f, const int *tokens, size_t T) {
             for (size_t j = 0; j < D; j++) f->x.p[t * D + j] += f->y.p[j];
         }
     }
+    return AL_OK;
+}
+
+/* The whole stack over tokens at positions pos..pos+T-1: leaves the final normed hidden
+ * states in f->h (T, D) and advances pos. */
+static int body(Forward *f, const int *tokens, size_t T) {
+    size_t D = f->D;
+    if (body_embed(f, tokens, T) != AL_OK) return AL_ERR;
     if (f->ple_embed.data && ple_inputs(f, tokens, T) != AL_OK) return AL_ERR;
     for (int L = f->rsfn ? f->rsfrom : 0; L < f->c->n_layers; L++) {
         if (al_interrupted()) return AL_INTERRUPTED;
@@ -2193,6 +2203,7 @@ void fwd_set_norm_eps(Forward *f, double eps) {
 }
 
 int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen) {
+    f->lm_groups = 0;
     fwd_set_hooks(f, h);
     int rc = AL_OK;
     bool whole = h && h->whole_seqs;
@@ -2204,6 +2215,95 @@ int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq
         if (whole) al_interrupt_defer(false);
         al_progress("sequence", s + 1, nseq);
     }
+    al_progress(NULL, 0, 0);
+    fwd_set_hooks(f, NULL);
+    fwd_reset(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- layer-major hooked runs */
+
+const char *fwd_layer_major_refusal(const Forward *f) {
+    if (f->rsfn) return "a residual-stream hook";
+    if (f->evfn) return "token eviction";
+    if (f->capture) return "an attention capture";
+    if (f->ple_embed.data) return "per-layer inputs computed once per sequence";
+    if (f->ikc) return "the indexer's selection shared across layers";
+    for (int L = 0; L < f->c->n_layers; L++)
+        if (cfg_kv_source(f->c, L) != L) return "KV-shared layers";
+    return NULL;
+}
+
+size_t fwd_layer_major_groups(const Forward *f) { return f->lm_groups; }
+void fwd_set_group_tokens(Forward *f, size_t tokens) { f->group_tokens = tokens; }
+
+/* Layer L over the W windows of X (W, T, D), each from position 0 as window-major's window seq0 + s0 + w (its
+ * sequence number, its linear / SSM state zeroed, the layer's KV cache its own), X updated in place. */
+static int layer_windows(Forward *f, int L, float *X, size_t W, size_t T, size_t seq0) {
+    size_t n = T * f->D;
+    int rc = layer_load(f, L, false, NULL);
+    for (size_t w = 0; rc == AL_OK && w < W; w++) {
+        if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+        f->pos = 0;
+        f->seq = seq0 + w + 1;
+        memcpy(f->x.p, X + w * n, n * sizeof(float));
+        if ((rc = layer_run(f, L, T)) == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
+    }
+    if (f->streaming) layer_release(f, L);
+    return rc;
+}
+
+/* Windows s0 .. s0+W-1 of tokens (seqlen T each): embedded into X (W, T, D), then every layer over all of them. */
+static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t T, float *X, size_t seq0) {
+    size_t n = T * f->D, NL = (size_t)f->c->n_layers;
+    int rc = AL_OK;
+    for (size_t w = 0; rc == AL_OK && w < W; w++) {
+        f->pos = 0;
+        if ((rc = body_embed(f, tokens + (s0 + w) * T, T)) == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
+    }
+    for (size_t L = 0; rc == AL_OK && L < NL; L++) {
+        rc = layer_windows(f, (int)L, X, W, T, seq0 + s0);
+        al_progress(f->lm_label, L + 1, NL);
+    }
+    f->pos = 0;
+    f->seq = seq0 + s0 + W;
+    return rc;
+}
+
+/* The groups of nseq windows, each under al_interrupt_defer when whole (Ctrl-C between groups). */
+static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size_t per, bool whole) {
+    float *X = al_malloc3(per, T * f->D, sizeof(float), "the hidden states of a group of windows");
+    if (!X) return AL_ERR;
+    size_t seq0 = f->seq;
+    int rc = AL_OK;
+    f->lm_groups = 0;
+    for (size_t s0 = 0; rc == AL_OK && s0 < nseq; s0 += per) {
+        size_t W = nseq - s0 < per ? nseq - s0 : per;
+        if (al_interrupt_pending()) { rc = AL_INTERRUPTED; break; }
+        if (W == nseq) snprintf(f->lm_label, sizeof f->lm_label, "layer");       /* one group: "layer 3/32" */
+        else snprintf(f->lm_label, sizeof f->lm_label, "windows %zu-%zu of %zu, layer", s0 + 1, s0 + W, nseq);
+        if (whole) al_interrupt_defer(true);
+        rc = group_run(f, tokens, s0, W, T, X, seq0);
+        if (whole) al_interrupt_defer(false);
+        f->lm_groups++;
+    }
+    free(X);
+    return rc;
+}
+
+int fwd_run_hooked_layers(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
+                          size_t group_bytes) {
+    if (fwd_layer_major_refusal(f) || nseq == 0 || seqlen == 0) return fwd_run_hooked(f, h, tokens, nseq, seqlen);
+    size_t win = seqlen * f->D * sizeof(float), budget = group_bytes ? group_bytes : FWD_GROUP_BYTES;
+    size_t per = budget / win, cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
+    per = per < cap ? per : cap;
+    per = per ? per : 1;
+    fwd_set_hooks(f, h);
+    int saved = openblas_get_num_threads();          /* body_threads' rule */
+    bool small = f->D < SMALL_HIDDEN && saved > 1;
+    if (small) openblas_set_num_threads(1);
+    int rc = groups_run(f, tokens, nseq, seqlen, per, h && h->whole_seqs);
+    if (small) openblas_set_num_threads(saved);
     al_progress(NULL, 0, 0);
     fwd_set_hooks(f, NULL);
     fwd_reset(f);

@@ -149,6 +149,31 @@ int fwd_run(Forward *f, const int *tokens, size_t T, fwd_logits want, float *log
  * the first error (a hook's included) or interrupt (AL_INTERRUPTED). */
 int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen);
 
+/* fwd_run_hooked layer-major: the windows in groups of at most group_bytes of hidden states (W x seqlen x hidden
+ * floats; 0: FWD_GROUP_BYTES) and at most fwd_set_group_tokens' tokens (at least one window), each group embedded,
+ * then each layer run over every window of the group in window order (from position 0, the layer's KV cache and
+ * linear / SSM state its own, the sequence number window-major's), then the next layer: each layer's weights are
+ * read once per group, and a hook's sums for one layer see only that layer's calls between other layers' (G_X
+ * pages dirtied once per group). The hooks fire with the arguments of fwd_run_hooked in layer-major order; for
+ * each layer, windows in the same order, so a hook that sums per layer gets the same bits. Progress per layer
+ * ("layer l/NL"; with several groups "windows a-b of N, layer l/NL"); with h->whole_seqs, Ctrl-C is honoured
+ * between groups (every layer has seen the same windows). Where fwd_layer_major_refusal names a reason, it is
+ * fwd_run_hooked. */
+#define FWD_GROUP_BYTES ((size_t)256 << 20)
+/* Tokens of a group by default: its weights read once per 4096 tokens (8 x 512, 16 x 256: a Ctrl-C waits for as
+ * many tokens through the model; 8B: 4 x 512 is one group, 128 x 256 eight). */
+#define FWD_GROUP_TOKENS 4096
+/* The most tokens in a layer-major group (0: FWD_GROUP_TOKENS). */
+void fwd_set_group_tokens(Forward *f, size_t tokens);
+int fwd_run_hooked_layers(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
+                          size_t group_bytes);
+/* Why this pass cannot run layer-major (a layer reads another's state within a window: KV-shared layers, the
+ * indexer's shared selection, Gemma 4's per-layer inputs; or fwd_set_resid / fwd_set_evict / fwd_set_capture is
+ * set), or NULL. */
+const char *fwd_layer_major_refusal(const Forward *f);
+/* Groups the last hooked run (fwd_run_hooked_layers, fwd_run_hooked) ran layer-major (0: it ran window-major). */
+size_t fwd_layer_major_groups(const Forward *f);
+
 /* Runs tokens[0..T) as a fresh sequence (resets first) and returns the summed negative
  * log-likelihood (nats, double) of tokens[1..T) given their prefixes, and their count (T - 1).
  * Logits are computed in row chunks and never stored whole. */
