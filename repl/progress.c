@@ -71,9 +71,11 @@ static void progress_draw(const char *label, size_t done, size_t total, void *ud
     double el = secs(prog.t0, now), rate = el > 0 && done ? (double)done / el : 0;
     const char *l = label ? label : "step";
     if (!strncmp(l, "fetching ", 9)) draw_bytes(l, done, total, rate);
-    else if (rate > 0)
-        fprintf(stderr, "\r%s %zu/%zu  %.1f %ss/s  ~%.0fs left\033[K", l, done, total, rate, l,
+    else if (rate > 0) {
+        const char *unit = strrchr(l, ' ');      /* "windows 1-4 of 16, layer": the rate is in layers/s */
+        fprintf(stderr, "\r%s %zu/%zu  %.1f %ss/s  ~%.0fs left\033[K", l, done, total, rate, unit ? unit + 1 : l,
                 (double)(total - done) / rate);
+    }
     else
         fprintf(stderr, "\r%s %zu/%zu\033[K", l, done, total);
     fflush(stderr);
