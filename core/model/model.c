@@ -392,6 +392,13 @@ static void note_qk_norm(Model *m) {
 static int model_quant_check(Model *m) {
     if (!m->config_tree) return AL_OK;
     int rc = quant_config_read(m->config_tree, store_dir(m->store), &m->quant);
+    if (rc == AL_OK && m->quant.present && path_ends(m->path, ".gguf")) {  /* the config is attnlab's, from ggml types */
+        const char *dot = strrchr(m->quant.where, '.');
+        char key[64];
+        snprintf(key, sizeof key, "%s", dot ? dot + 1 : "quant_method");
+        snprintf(m->quant.where, sizeof m->quant.where, "the GGUF's ggml tensor types, read as quantization_config.%s",
+                 key);
+    }
     if (rc == AL_OK && m->quant.present) rc = quant_check_store(&m->quant, m->store);
     if (rc != AL_OK) al_err_ctx("%s", m->path);
     return rc;
