@@ -2,7 +2,6 @@
  * kernel floor, and peak memory against the layer count (not a test; see bench/README.md).
  *
  *   bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown] [--cold] [--fast-only]
- *               [--blas-as-loaded]
  *
  * Without --model it writes a DeepSeek-R1-shaped FP8 checkpoint (synth_ds_r1_shape: R1's exact
  * attention shapes, 128x128 block scales, sharded with an index) of N layers (default 4) into a
@@ -27,8 +26,8 @@
  *      float32 route and the floor per layer, VO and QK (Grams, Cholesky + fused cores, eigen-solves;
  *      thread CPU time) and the fast sweep's CPU per pair; --cold also sweeps every layer with the checkpoint's page cache dropped
  *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
- * The first line says which OpenBLAS kernels run (blas_arch_choose, as attnlab's main chooses them);
- * --blas-as-loaded keeps the library's own choice (Prescott's SSE3 kernels on a CPU it does not know).
+ * The first line says which OpenBLAS kernels run (blas_arch.h: attnlab's choice; OPENBLAS_CORETYPE=Prescott
+ * gives the library's fallback on a CPU its table does not know, the kernels before s12).
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
  * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
  * figure is its best over the rounds, CPU seconds are printed beside wall seconds, and the load
@@ -797,7 +796,7 @@ static long rss_of(const char *self, const char *dir, int n) {
 int main(int argc, char **argv) {
     const char *model = NULL;
     int layers = 4, naive_n = 4, reps = 3;
-    bool keep = false, brk = false, cold = false, fast_only = false, blas_as_loaded = false;
+    bool keep = false, brk = false, cold = false, fast_only = false;
     if (argc == 4 && strcmp(argv[1], "--rss-child") == 0) return rss_child(argv[2], atoi(argv[3]));
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
@@ -808,18 +807,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--breakdown")) brk = true;
         else if (!strcmp(argv[i], "--cold")) cold = true;
         else if (!strcmp(argv[i], "--fast-only")) fast_only = true;
-        else if (!strcmp(argv[i], "--blas-as-loaded")) blas_as_loaded = true;
         else {
             fprintf(stderr, "usage: bench_scale [--model DIR] [--layers N] [--naive H] [--reps R] [--keep] [--breakdown] "
-                            "[--cold] [--fast-only] [--blas-as-loaded]\n");
+                            "[--cold] [--fast-only]\n");
             return 2;
         }
     }
     if (layers < 1) layers = 1;
     if (reps < 1) reps = 1;
     if (naive_n < 1) naive_n = 1;
-    /* attnlab's choice of OpenBLAS kernels (blas_arch.h), or with --blas-as-loaded the library's own */
-    printf("%s%s\n", blas_as_loaded ? "as loaded: " : "", blas_as_loaded ? blas_arch_as_loaded() : blas_arch_choose());
+    printf("%s\n", blas_arch_choose());     /* the OpenBLAS kernels that run (blas_arch.h) */
     loadavg("at start");
     char tmpl[] = "/tmp/attnlab-bench-XXXXXX";
     char *dir = NULL;

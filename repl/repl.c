@@ -264,7 +264,6 @@ static void usage(FILE *f) {
 }
 
 int shell_main(int argc, char **argv) {
-    blas_arch_choose();                 /* before any BLAS call or thread: OpenBLAS's kernels on a CPU it does not know */
     Session *s = shell_register() == AL_OK ? session_new() : NULL;
     if (!s) { fprintf(stderr, "attnlab: %s\n", al_errmsg()); return 1; }
     Out out;

@@ -51,14 +51,6 @@ static bool switch_family(const char *fam, corename_fn corename) {
 
 static const char no_openblas[] = "BLAS kernels: not OpenBLAS's (no openblas_get_corename)";
 
-const char *blas_arch_as_loaded(void) {
-    static char line[64];
-    corename_fn corename = corename_lookup();
-    if (!corename) return no_openblas;
-    snprintf(line, sizeof line, "OpenBLAS kernels %s", corename());
-    return line;
-}
-
 const char *blas_arch_choose(void) {
     if (note[0]) return note;
     corename_fn corename = corename_lookup();
@@ -77,3 +69,6 @@ const char *blas_arch_choose(void) {
              corename(), family, model, was);
     return note;
 }
+
+/* Before main: OpenBLAS's constructor has run (a shared library's come first), no BLAS call yet. */
+__attribute__((constructor)) static void choose_at_start(void) { blas_arch_choose(); }

@@ -7,9 +7,11 @@
  * blas_arch_choose() picks, once, the newest family of the library's that the CPU's features
  * cover (Cooperlake: AVX-512 BF16; SkylakeX: AVX-512; Haswell: AVX2), as OPENBLAS_CORETYPE
  * would. It changes nothing where the library chose a family itself, where OPENBLAS_CORETYPE is
- * set, or where the library is not a DYNAMIC_ARCH OpenBLAS. Call it before the first BLAS call and
- * before any thread starts (main does; later calls return the first one's note). Results differ
- * from the Prescott kernels' in the last bits, as between any two BLAS builds. */
+ * set (OPENBLAS_CORETYPE=Prescott gives the library's fallback back), or where the library is not
+ * a DYNAMIC_ARCH OpenBLAS. It runs as a constructor of every program linked with attn_core (the
+ * library's link options pull this object in), after OpenBLAS's own and before main, so attnlab,
+ * its tests and its benches run the same kernels; later calls return the first one's line. Results
+ * differ from the Prescott kernels' in the last bits, as between any two BLAS builds. */
 #ifndef AL_BLAS_ARCH_H
 #define AL_BLAS_ARCH_H
 
@@ -17,8 +19,5 @@
  * choice on this CPU, family 6 model 207: Prescott)" or "OpenBLAS kernels SkylakeX". Static
  * storage; never NULL. */
 const char *blas_arch_choose(void);
-/* The same line for the kernels the library chose itself, switching nothing (bench_scale's
- * --blas-as-loaded: the old behaviour, for a comparison in the same minutes). */
-const char *blas_arch_as_loaded(void);
 
 #endif
