@@ -26,6 +26,8 @@
  *      float32 route and the floor per layer, VO and QK (Grams, Cholesky + fused cores, eigen-solves;
  *      thread CPU time) and the fast sweep's CPU per pair; --cold also sweeps every layer with the checkpoint's page cache dropped
  *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
+ * The first line says which OpenBLAS kernels run (blas_arch.h: attnlab's choice; OPENBLAS_CORETYPE=Prescott
+ * gives the library's fallback on a CPU its table does not know, the kernels before s12).
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be
  * shared: R rounds (default 3) each measure 1-3 back to back so they see the same load, each
  * figure is its best over the rounds, CPU seconds are printed beside wall seconds, and the load
@@ -47,6 +49,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 
+#include "blas_arch.h"
 #include "farr.h"
 #include "farr_internal.h"
 #include "gram.h"
@@ -813,6 +816,7 @@ int main(int argc, char **argv) {
     if (layers < 1) layers = 1;
     if (reps < 1) reps = 1;
     if (naive_n < 1) naive_n = 1;
+    printf("%s\n", blas_arch_choose());     /* the OpenBLAS kernels that run (blas_arch.h) */
     loadavg("at start");
     char tmpl[] = "/tmp/attnlab-bench-XXXXXX";
     char *dir = NULL;

@@ -14,6 +14,7 @@
 
 #include <readline/readline.h>
 
+#include "blas_arch.h"
 #include "cmd_shell.h"
 #include "exec.h"
 #include "history.h"
@@ -273,7 +274,7 @@ int shell_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); session_free(s); return 0; }
-        if (!strcmp(a, "--version") || !strcmp(a, "-V")) { printf("attnlab %s\n", ATTNLAB_VERSION); session_free(s); return 0; }
+        if (!strcmp(a, "--version") || !strcmp(a, "-V")) { printf("attnlab %s\n%s\n", ATTNLAB_VERSION, blas_arch_choose()); session_free(s); return 0; }
         if (!strcmp(a, "-e")) {
             if (i + 1 >= argc) { fprintf(stderr, "attnlab: -e needs commands: attnlab -e \"load demo-r1; info\"\n"); status = 2; break; }
             install_sigint();
