@@ -17,18 +17,25 @@ static corename_fn corename_lookup(void) { return (corename_fn)dlsym(RTLD_DEFAUL
 
 /* The newest of the library's kernel families the CPU's features cover, or NULL. */
 static const char *family_for_cpu(void) {
+#if !defined(__x86_64__) && !defined(__i386__)
+    return NULL;                        /* the fallback this module repairs is x86's */
+#else
     bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     if (avx512 && __builtin_cpu_supports("avx512bf16")) return "Cooperlake";
     if (avx512) return "SkylakeX";
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
     return NULL;
+#endif
 }
 
 /* The CPU's family and model as the kernel table reads them (cpuid leaf 1). */
 static void cpu_model(unsigned *family, unsigned *model) {
-    unsigned a = 0, b, c, d;
+    unsigned a = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned b, c, d;
     __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+#endif
     *family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
     *model = ((a >> 4) & 0xf) | ((a >> 12) & 0xf0);
 }
