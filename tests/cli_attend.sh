@@ -14,9 +14,8 @@
 #     kept); gpt-oss's figure says what the sink takes; a linear layer is refused with no file; compare
 #     writes a PNG; plot head-importance's largest rise is `ablate layer all`'s largest delta.
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-attend shared-cache
 cd "$T" || exit 1
 HF="$M/stories260K-hf"

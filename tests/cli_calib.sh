@@ -6,9 +6,8 @@
 # KQ-SVD are flat in beta, statistics survive save / load, the export writes (kv_heads, d, R)
 # tensors and a manifest, and errors name what is missing.
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K/stories260K.bin
 cli_setup /tmp/attnlab-cli-calib shared-cache
 cd "$T" || exit 1
 BIN="$M/stories260K/stories260K.bin"

@@ -8,10 +8,8 @@
 # windows only (every layer the same sequences and tokens, the count said), and in a figure or
 # `convert mla ... calib FILE` leaves the calibration it found.
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] && [ -d "$M/stories260K-hf" ] ||
-  { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K/stories260K.bin stories260K-hf
 cli_setup /tmp/attnlab-cli-calib-state shared-cache
 cd "$T" || exit 1
 A="load $M/stories260K/stories260K.bin as a"

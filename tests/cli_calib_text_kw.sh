@@ -3,9 +3,8 @@
 # refused: "give FILE (text) or `ids FILE`") is `calibrate FILE`, the same statistics; a third word names
 # the three forms. FAILS on 3e93937 (text refused).
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-calib-text-kw shared-cache
 cd "$T" || exit 1
 cp "${ATTNLAB_SRC:-$(dirname "$0")/..}/examples/tinystory.txt" story.txt || exit 1

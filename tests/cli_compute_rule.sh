@@ -12,8 +12,8 @@
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-compute-rule
-SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 
 # ---- an all-F32 model: bf16 mode is f32 mode, bit for bit, and says so

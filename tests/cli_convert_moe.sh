@@ -13,7 +13,7 @@ set -u
 cli_setup /tmp/attnlab-cli-convert-moe
 cd "$T" || exit 1
 
-for i in $(seq 1 64); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 64 ids.txt
 nll() { awk 'NR > 1 && $1 ~ /^[0-9]+$/ { v = $2 } END { print v }' out.txt; }
 
 run -e "synth family mixtral $T/mx"

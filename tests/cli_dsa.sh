@@ -10,7 +10,7 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-dsa
 cd "$T" || exit 1
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 for fam in deepseek_v32 glm_moe_dsa; do
     d=$T/$fam
@@ -67,7 +67,7 @@ ok "the exported truncation runs past index_topk" test "$(rc)" = 0
 ok "  with the selection" grep -q "positions 8.. attend to the indexer's 8 selected keys" err.txt
 
 # kvsvd eval recomputes dense attention: refused on windows past index_topk, runs within it
-for i in $(seq 1 400); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids400.txt
+cli_ids 400 ids400.txt
 run -e "load $d; calibrate ids ids400.txt seqlen 32; kvsvd learn all rank 8; kvsvd eval"
 ok "kvsvd eval on 32-token windows is refused" test "$(rc)" = 1
 ok "  naming the indexer" grep -q "lightning indexer selects 8 keys per query from position 8 on, and these windows have 32 tokens" err.txt

@@ -11,7 +11,7 @@ set -u
 cli_setup /tmp/attnlab-cli-exaone4
 cd "$T" || exit 1
 d=$T/ex
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 run -e "synth family exaone4 $d"
 ok "synth family exaone4 runs" test "$(rc)" = 0

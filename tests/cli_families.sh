@@ -20,7 +20,7 @@ pending() {
 }
 
 # 40 token ids for ppl (any ids below 256)
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 for fam in qwen3 qwen3_moe gemma2 gemma3_text mixtral phi3 gpt_neox olmo2 olmo3 deepseek_v3 smollm3; do
     d=$T/$fam

@@ -11,8 +11,8 @@
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-fp8ct
-SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 Q="python3 $ATTNLAB_SRC/tests/fp8ct_quant.py"
 TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 

@@ -48,7 +48,7 @@ ok "truncate refuses the k_eq_v layer 3" has "$out" "layer 3 of gemma4_text take
 out=$(e "load $d; truncate vo rank 4 layers 4-4")
 ok "truncate refuses the KV-shared layer 4" has "$out" "layer 4 of gemma4_text reads an earlier layer's K / V"
 
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 run -e "load $d; ppl ids ids.txt seqlen 40"
 ok "ppl runs" test "$(rc)" = 0
 ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt

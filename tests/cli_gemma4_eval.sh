@@ -9,7 +9,7 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-gemma4-eval shared-cache
 cd "$T" || exit 1
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 far() { ! near "$@"; }
 

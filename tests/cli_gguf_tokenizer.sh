@@ -10,8 +10,7 @@
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-gguf-tokenizer
-M="${ATTNLAB_MODELS:-}"
-[ -f "$M/stories260K/stories260K.bin" ] || { echo "SKIP: models not found"; exit 77; }
+cli_need_model stories260K/stories260K.bin
 TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 mkdir -p "$T/a" "$T/b"
 pplv() { awk '/^tokens  *nll  *ppl$/ { getline; getline; print $3 }' | tail -1; }

@@ -12,7 +12,7 @@ set -u
 cli_setup /tmp/attnlab-cli-glm4-moe
 cd "$T" || exit 1
 d=$T/glm
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 run -e "synth family glm4_moe $d"
 ok "synth family glm4_moe runs" test "$(rc)" = 0

@@ -12,7 +12,7 @@ set -u
 cli_setup /tmp/attnlab-cli-gpt-oss
 cd "$T" || exit 1
 d=$T/oss
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 run -e "synth family gpt_oss $d"
 ok "synth family gpt_oss runs" test "$(rc)" = 0
@@ -51,7 +51,7 @@ awk '$1 == 39 { ok = ($2 > 1 && $2 < 20) } END { exit !ok }' out.txt || fail "tr
 
 # kvsvd eval recomputes each layer's attention from the cached K, Q, V: with the sinks, at full rank,
 # it is the forward pass's (without them it differed by 0.25 and warned)
-for i in $(seq 1 400); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids400.txt
+cli_ids 400 ids400.txt
 run -e "load $d; calibrate ids ids400.txt seqlen 40; kvsvd learn ksvd rank 32; kvsvd eval"
 ok "calibrate + kvsvd learn + eval run" test "$(rc)" = 0
 hasnt "$(cat err.txt out.txt)" "recomputed attention differs" || fail "kvsvd eval: the recomputed attention differs [$(cat err.txt)]"

@@ -14,7 +14,7 @@ cli_setup /tmp/attnlab-cli-hybrid-sweeps
 cd "$T" || exit 1
 HERE=$(cd "$(dirname "$0")" && pwd)
 NOTE="layers 0-2, 4-6 are Gated DeltaNet linear attention: sweeping the 2 attention layers 3, 7"
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 # svg_texts FILE: the text elements of a PLplot SVG, one a line (entities decoded)
 svg_texts() {

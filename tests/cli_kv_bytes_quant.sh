@@ -8,8 +8,8 @@
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-kv-bytes-quant
-SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 P="python3 $ATTNLAB_SRC/tests"
 $P/int4ct_quant.py "$SRC" "$T/int4"
 $P/fp4_quant.py "$SRC" "$T/nvfp4" nvfp4

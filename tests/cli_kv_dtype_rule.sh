@@ -13,8 +13,8 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-kv-dtype-rule shared-cache
 cd "$T" || exit 1
-SRC="$ATTNLAB_MODELS/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 cp -r "$SRC" bf && sed -i 's/"torch_dtype": *"float32"/"torch_dtype": "bfloat16"/' bf/config.json
 cp -r "$SRC" bfv5 && sed -i 's/"torch_dtype": *"float32"/"dtype": "bfloat16"/' bfv5/config.json
 ok "the bfloat16 configs written" grep -q '"torch_dtype": "bfloat16"' bf/config.json

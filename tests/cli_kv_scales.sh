@@ -15,8 +15,8 @@
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-kv-scales
-SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
 python3 "$ATTNLAB_SRC/tests/fp8ct_quant.py" "$SRC" "$T/kv" tensor kv

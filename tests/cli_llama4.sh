@@ -16,7 +16,7 @@ set -u
 cli_setup /tmp/attnlab-cli-llama4
 cd "$T" || exit 1
 d=$T/l4
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 run -e "synth family llama4_text $d"
 ok "synth family llama4_text runs" test "$(rc)" = 0

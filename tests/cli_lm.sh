@@ -4,9 +4,8 @@
 # BOS to its README's text, the .bin and -hf layouts agree, ppl writes the CSV header exactly
 # `tokens,nll,ppl`, text and id input give the same perplexity, and errors name what is wrong.
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K/stories260K.bin
 cli_setup /tmp/attnlab-cli-lm shared-cache
 cd "$T" || exit 1
 BIN="$M/stories260K/stories260K.bin"

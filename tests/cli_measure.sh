@@ -6,9 +6,8 @@
 # The in-session numbers are those of the exported and reloaded model (dense FaRR export), and of
 # the conversions' own perplexity reports; KQ-SVD projections say they do not run.
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -f "$M/stories260K/stories260K.bin" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K/stories260K.bin
 cli_setup /tmp/attnlab-cli-measure shared-cache
 cd "$T" || exit 1
 HF="$M/stories260K-hf"

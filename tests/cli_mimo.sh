@@ -10,7 +10,7 @@ set -u
 cli_setup /tmp/attnlab-cli-mimo
 cd "$T" || exit 1
 d=$T/mimo
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 run -e "synth family mimo $d"
 ok "synth family mimo runs" test "$(rc)" = 0

@@ -10,7 +10,7 @@ set -u
 cli_setup /tmp/attnlab-cli-minimax-m2
 cd "$T" || exit 1
 d=$T/mm
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 nll() { awk '$1 == 39 {print $2}' out.txt; }
 
 run -e "synth family minimax_m2 $d"

@@ -10,7 +10,7 @@ set -u
 cli_setup /tmp/attnlab-cli-ministral3
 cd "$T" || exit 1
 d=$T/m3
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 nll() { awk '$1 == 39 {print $2}' out.txt; }
 
 run -e "synth family ministral3 $d"

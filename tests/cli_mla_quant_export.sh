@@ -16,8 +16,8 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-mla-quant-export
 cd "$T" || exit 1
-SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 Q="python3 $ATTNLAB_SRC/tests"
 
@@ -98,7 +98,7 @@ PY
 
 # ---- Mixtral with only its attention in FP8 (fp8ct_quant.py quantizes "*_proj"; its experts are w1 / w2 /
 # w3): the export rewrites every quantized module, so it is a plain checkpoint, without the block
-for i in $(seq 1 64); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 64 ids.txt
 run -e "synth family mixtral $T/mx"
 sed -i -E 's/"sliding_window":[[:space:]]*[0-9]+/"sliding_window": null/' "$T/mx/config.json"
 $Q/fp8ct_quant.py "$T/mx" "$T/mxct" channel

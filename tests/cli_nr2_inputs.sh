@@ -6,9 +6,8 @@
 # itself is refused, named. Integer ranges printed with %g ("1-1.07374e+09") print as integers.
 # FAILS on 3e93937 (ppl text: refused; check ids: unexpected argument; "token 3 ('x')"; "1-1.07374e+09").
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-nr2-inputs shared-cache
 cd "$T" || exit 1
 cp "${ATTNLAB_SRC:-$(dirname "$0")/..}/examples/tinystory.txt" story.txt || exit 1

@@ -7,9 +7,8 @@
 # params 12288 + 2 x 4 (8 x 4 + 8 x 4) = 12800; truncate vo rank 4: 48 values a layer; at N = 100 over 5 layers
 # 24000 values (96000 bytes), KQ-SVD 16000 (64000). FAILS on 3e93937 (no such rows).
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-nr2-kv-rows shared-cache
 cd "$T" || exit 1
 cp "${ATTNLAB_SRC:-$(dirname "$0")/..}/examples/tinystory.txt" story.txt || exit 1

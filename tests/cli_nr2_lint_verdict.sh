@@ -4,9 +4,8 @@
 # "loads with --skip-tokenizer-init (or --tokenizer naming the source)"; transformers (the weights load) keeps
 # "loads". stories260K-hf holds a llama2.c tok512.bin only. FAILS on 3e93937 ("loads").
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-nr2-lint-verdict shared-cache
 cd "$T" || exit 1
 out=$(e "lint $M/stories260K-hf")

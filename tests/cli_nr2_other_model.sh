@@ -4,9 +4,8 @@
 # `check` / `export DIR`). After `close` (no model left) `check` said "nothing to check: ... truncate or convert
 # first" with no model to do it on; now it says none is loaded and what to do. FAILS on 3e93937.
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-nr2-other-model shared-cache
 cd "$T" || exit 1
 TWO="load $M/stories260K-hf as a; truncate vo rank 4; load $M/stories260K/stories260K.bin as b"

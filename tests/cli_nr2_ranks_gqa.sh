@@ -4,9 +4,8 @@
 # of layer 0 at rank 7, and truncate keeps 8. `ranks` now says so in a line under the table, and `ranks ... groups`
 # gives the group ranks truncate keeps. FAILS on 3e93937 (no line; `groups` unknown).
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-nr2-ranks-gqa shared-cache
 cd "$T" || exit 1
 out=$(e "load $M/stories260K-hf; ranks vo layer 0 tau 0.95")

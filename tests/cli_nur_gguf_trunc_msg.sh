@@ -7,8 +7,8 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-nur-gguf-trunc shared-cache
 cd "$T" || exit 1
-SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 e "load $SRC; export s.gguf" >/dev/null
 head -c 3000 s.gguf > cut.gguf
 out=$(e "load cut.gguf")

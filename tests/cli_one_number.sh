@@ -12,9 +12,8 @@
 #   4. one error notation: `kvsvd learn` and `kvsvd eval` share rank_k, rank_v and <what>_err; the
 #      figures' error axes read `<what>_err = ||Y - Y'|| / ||Y||`, the README's
 set -u
-M="${ATTNLAB_MODELS:-}"
-[ -n "$M" ] && [ -d "$M/stories260K-hf" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
 . "$(dirname "$0")/lib_cli.sh"
+cli_need_model stories260K-hf
 cli_setup /tmp/attnlab-cli-one-number shared-cache
 cd "$T" || exit 1
 unset DISPLAY

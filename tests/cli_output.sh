@@ -18,8 +18,8 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-output shared-cache
 cd "$T" || exit 1
-M="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$M/config.json" ] || { echo "SKIP: \$ATTNLAB_MODELS/stories260K-hf absent"; exit 77; }
+cli_need_model stories260K-hf/config.json
+M="$M/stories260K-hf"
 
 # ---- csv: stdout is the CSV alone, every row as wide as the header
 run -e "set format csv; load $M; ranks vo layers 1-2"

@@ -39,7 +39,7 @@ out=$(e "load $d; truncate vo layers 3-3 tau 0.99")
 # KV head 0's V keeps 6 of 32 dims: 64 K + 6 + 32 V = 102 values of 128, in the 1 layer with a cache
 ok "truncate: the mean over the 1 layer with a cache" has "$out" "mean over the 1 layers): 128 -> 102 values (79.7%); whole model 512 -> 408"
 
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 run -e "load $d; ppl ids ids.txt seqlen 40"
 ok "ppl runs" test "$(rc)" = 0
 ok "ppl finite and plausible for vocab 256" awk '$1 == 39 { ok = ($2 > 1 && $2 < 20 && $3 > 1) } END { exit !ok }' out.txt

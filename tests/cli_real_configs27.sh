@@ -11,7 +11,7 @@ set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-real-configs27
 cd "$T" || exit 1
-for i in $(seq 1 40); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 40 ids.txt
 
 # real FILE: the release's config.json (as released) written to DIR/config.json with DIR's dims
 real() {

@@ -21,8 +21,8 @@
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-review-quant
-SRC="${ATTNLAB_MODELS:-}/stories260K-hf"
-[ -f "$SRC/config.json" ] || { echo "SKIP: $SRC not found"; exit 77; }
+cli_need_model stories260K-hf/config.json
+SRC="$M/stories260K-hf"
 TXT="$ATTNLAB_SRC/examples/tinystory.txt"
 
 python3 "$ATTNLAB_SRC/tests/fp4_quant.py" "$SRC" "$T/mxfp4" mxfp4

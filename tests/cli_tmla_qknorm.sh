@@ -15,7 +15,7 @@ export PYTHONPATH="$ATTNLAB_SRC/tests${PYTHONPATH:+:$PYTHONPATH}"
 story=$ATTNLAB_SRC/examples/tinystory.txt
 python3 "$ATTNLAB_SRC/tests/qwen3_norms.py" "$ATTNLAB_MODELS/stories260K-hf" "$T/q3g" gains || fail "qwen3_norms gains"
 python3 "$ATTNLAB_SRC/tests/qwen3_norms.py" "$ATTNLAB_MODELS/stories260K-hf" "$T/q3u" unit || fail "qwen3_norms unit"
-for i in $(seq 1 300); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' > ids.txt
+cli_ids 300 ids.txt
 
 # dnll: |after - before| of the log-perplexity line of out.txt; serr FILE: the summed score_err column
 dnll() { sed -n 's/.*perplexity on .*(.*; log \([0-9.]*\) -> \([0-9.]*\)).*/\1 \2/p' out.txt | head -1 |

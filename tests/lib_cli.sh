@@ -15,6 +15,8 @@
 #                        is_pdf FILE test a file's signature
 #   ppl_of CMDS          the last ppl the commands print (run with `set format json`), or ERR: the error
 #   near A B TOL         true when |A - B| <= TOL |B|
+#   cli_need_model PATH...  $M = $ATTNLAB_MODELS; skips the test (exit 77) unless each $M/PATH exists
+#   cli_ids N FILE       N token ids, (i 37 + 11) mod 256 for i = 1..N, on one line into FILE
 #   cli_done             prints the tally and sets the status (use as the last line)
 
 # cli_setup DEFAULT_TMP [shared-cache]
@@ -28,6 +30,22 @@ cli_setup() {
     [ "${2:-}" = shared-cache ] || export ATTNLAB_CACHE="$T/cache" ATTNLAB_HOME="$T/home"
     pass=0
     fail=0
+}
+
+# cli_need_model PATH...: $M := $ATTNLAB_MODELS; the test is skipped (exit 77) unless every $M/PATH exists (a model
+# folder, or a file in it).
+cli_need_model() {
+    M="${ATTNLAB_MODELS:-}"
+    local p
+    for p in "$@"; do
+        [ -n "$M" ] && [ -e "$M/$p" ] || { echo "SKIP: \$ATTNLAB_MODELS/$p absent"; exit 77; }
+    done
+}
+
+# cli_ids N FILE: token ids 1..N as (i * 37 + 11) % 256, space-separated on one line, into FILE.
+cli_ids() {
+    local i
+    for i in $(seq 1 "$1"); do echo $(((i * 37 + 11) % 256)); done | tr '\n' ' ' >"$2"
 }
 
 # ok NAME CONDITION...: records a check.

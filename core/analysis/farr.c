@@ -8,6 +8,7 @@
 #include "attn_eval.h"
 #include "gram.h"
 #include "layersel.h"
+#include "pad.h"
 #include "pool.h"
 #include "rope.h"
 #include "symeig.h"
@@ -1589,22 +1590,7 @@ const FarrFused *farr_state_fused(const FarrState *st) { return st ? st->fused :
 
 /* ================================================================ the working copy as a layer */
 
-/* Columns [c0, c0 + n) of W := the columns of F (W->rows x r), zero past r. */
-static void fold_cols(Mat *W, size_t c0, size_t n, const Mat *F) {
-    for (size_t i = 0; i < W->rows; i++)
-        for (size_t j = 0; j < n; j++) W->data[i * W->cols + c0 + j] = j < F->cols ? F->data[i * F->cols + j] : 0.0f;
-}
-
-/* Rows [r0, r0 + n) of W := the rows of F (r x W->cols), zero past r. */
-static void fold_rows(Mat *W, size_t r0, size_t n, const Mat *F) {
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < W->cols; i++) W->data[(r0 + j) * W->cols + i] = j < F->rows ? F->data[j * F->cols + i] : 0.0f;
-}
-
-/* b[off .. off + n) := src[0 .. r) then zeros (src NULL: all zeros); nothing when b is NULL. */
-static void fold_vec(float *b, size_t off, size_t n, const float *src, size_t r) {
-    for (size_t j = 0; b && j < n; j++) b[off + j] = src && j < r ? src[j] : 0.0f;
-}
+/* The working copy's heads are written as their export writes them: pad.h (zeros past each rank). */
 
 /* True when group g keeps its full rank (w: the pair's width) and the layer adjusts no bias: its weights stay the
  * source's, as the export keeps them (export.c's keep_group). An output gate or v_norm acts on each value dim, so a
@@ -1620,13 +1606,15 @@ static int fold_vo(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L)
     for (int g = 0; g < tl->n_kv; g++) {
         const FarrGroup *grp = tl->groups[g];
         if (keep_source(tl, g, c->v_dim)) continue;
-        if (mla) { fold_cols(L->W_KVB, (size_t)g * kvrow + (size_t)c->qk_nope_dim, dv, grp->shared); continue; }
-        fold_cols(L->W_V, (size_t)g * dv, dv, grp->shared);
-        fold_vec(L->b_V, (size_t)g * dv, dv, tl->shared_bias ? tl->shared_bias[g] : NULL, (size_t)grp->rank);
+        PadSrc V = pad_src(grp->shared, true, 1.0f);
+        if (mla) { pad_cols(L->W_KVB, 0, (size_t)g * kvrow + (size_t)c->qk_nope_dim, dv, V); continue; }
+        pad_cols(L->W_V, 0, (size_t)g * dv, dv, V);
+        if (L->b_V) pad_vec(L->b_V + (size_t)g * dv, dv, tl->shared_bias ? tl->shared_bias[g] : NULL, (size_t)grp->rank);
     }
     for (int h = 0; h < c->n_heads; h++) {
         int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
-        if (!keep_source(tl, g, c->v_dim)) fold_rows(L->W_O, (size_t)h * dv, dv, tl->groups[g]->head[h - g * per]);
+        if (!keep_source(tl, g, c->v_dim))
+            pad_rows(L->W_O, 0, (size_t)h * dv, dv, pad_src(tl->groups[g]->head[h - g * per], false, 1.0f));
     }
     if (tl->o_bias_delta) {
         size_t D = (size_t)c->hidden;
@@ -1643,15 +1631,15 @@ static void fold_qk(const ModelConfig *c, const FarrTruncLayer *tl, AttnLayer *L
     size_t w = nope ? (size_t)c->qk_nope_dim : d, kstride = mla ? (size_t)(c->qk_nope_dim + c->v_dim) : d;
     for (int g = 0; g < tl->n_kv; g++) {
         if (keep_source(tl, g, (int)w)) continue;
-        fold_cols(mla ? L->W_KVB : L->W_K, (size_t)g * kstride + off, w, tl->groups[g]->shared);
-        if (!mla) fold_vec(L->b_K, (size_t)g * d + off, w, NULL, 0);      /* b_K' = 0: constant per query */
+        pad_cols(mla ? L->W_KVB : L->W_K, 0, (size_t)g * kstride + off, w, pad_src(tl->groups[g]->shared, true, 1.0f));
+        if (!mla && L->b_K) pad_vec(L->b_K + (size_t)g * d + off, w, NULL, 0);      /* b_K' = 0: constant per query */
     }
     for (int h = 0; h < c->n_heads; h++) {
         int g = cfg_kv_group(c, h), per = c->n_heads / tl->n_kv;
         const Mat *F = tl->groups[g]->head[h - g * per];
         if (keep_source(tl, g, (int)w)) continue;
-        fold_cols(L->W_QB ? L->W_QB : L->W_Q, (size_t)h * d + off, w, F);
-        if (!mla) fold_vec(L->b_Q, (size_t)h * d + off, w, tl->head_bias ? tl->head_bias[h] : NULL, F->cols);
+        pad_cols(L->W_QB ? L->W_QB : L->W_Q, 0, (size_t)h * d + off, w, pad_src(F, true, 1.0f));
+        if (!mla && L->b_Q) pad_vec(L->b_Q + (size_t)h * d + off, w, tl->head_bias ? tl->head_bias[h] : NULL, F->cols);
     }
 }
 

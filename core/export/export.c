@@ -7,6 +7,7 @@
 #include "ckpt_write.h"
 #include "fp8ct.h"
 #include "layersel.h"
+#include "pad.h"
 #include "quant_config.h"
 #include "quant_fused.h"
 #include "spectra.h"
@@ -253,33 +254,8 @@ static bool layer_of(const Ctx *x, const char *name, int *L, const char **suffix
 
 /* ================================================================ rewriting tensors */
 
-/* Writes rows/cols of a factor times s into a weight, with zeros past the factor's rank (padding). W
- * may be a window of the weight: its rows [w0, w0 + W->rows) (a stripe written one at a time). */
-static void put_rows_t(Mat *W, size_t w0, size_t row0, size_t nrows, const Mat *F, bool f_cols, float s) {
-    /* weight rows [row0, row0+nrows) := the columns of F (F_cols: F (W->cols x r), row j = F[:, j])
-     * or the rows of F (F (r x W->cols)); rows past r are zero. Rows outside the window: skipped. */
-    size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
-    for (size_t j = 0; j < nrows; j++) {
-        if (row0 + j < w0 || row0 + j >= w0 + W->rows) continue;
-        float *row = W->data + (row0 + j - w0) * W->cols;
-        for (size_t i = 0; i < W->cols; i++)
-            row[i] = j < r ? s * (f_cols ? F->data[i * F->cols + j] : F->data[j * F->cols + i]) : 0.0f;
-    }
-}
-
-static void put_cols(Mat *W, size_t w0, size_t col0, size_t ncols, const Mat *F, bool f_cols, float s) {
-    /* W columns [col0, col0+ncols) := the columns of F (F (weight rows x r)) or the rows of F
-     * (F (r x weight rows)), rows w0.. of them; columns past r are zero. */
-    size_t r = F ? (f_cols ? F->cols : F->rows) : 0;
-    for (size_t i = 0; i < W->rows; i++)
-        for (size_t j = 0; j < ncols; j++)
-            W->data[i * W->cols + col0 + j] =
-                j < r ? s * (f_cols ? F->data[(w0 + i) * F->cols + j] : F->data[j * F->cols + w0 + i]) : 0.0f;
-}
-
-static void put_vec(float *dst, size_t n, const float *src, size_t r) {
-    for (size_t j = 0; j < n; j++) dst[j] = src && j < r ? src[j] : 0.0f;
-}
+/* Each rewritten head is its factor written at the source's width, zeros past its rank: pad.h's pad_rows /
+ * pad_cols / pad_vec, the padding truncate's layers and compare's compute-bf16 route write too. */
 
 /* GQA layouts: the rows (Q/K/V, HF (out, in)) and columns (O) of each head where
  * model_head_block puts them -- Q/K over the part the QK plan fused (the NoPE rows of a
@@ -297,22 +273,22 @@ static void pad_gqa(const Ctx *x, int L, const char *suffix, Mat *W, size_t w0) 
         const FarrTruncLayer *tq = keep_group(tq0, c, FARR_QK, g) ? NULL : tq0;
         bool first = h == 0 || g != cfg_kv_group(c, h - 1);          /* each KV head once */
         if (tv && gqa_holds(x, L, HK_V, suffix, &bias) && first && !model_head_block(x->m, HK_V, L, g, PART_ALL, &b)) {
-            if (bias) put_vec(W->data + b.r0, b.nr, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
-            else put_rows_t(W, w0, b.r0, b.nr, plan_group(vo, L, g)->shared, true, bal(x, FARR_VO, L, g));
+            if (bias) pad_vec(W->data + b.r0, b.nr, tv->shared_bias ? tv->shared_bias[g] : NULL, (size_t)plan_group(vo, L, g)->rank);
+            else pad_rows(W, w0, b.r0, b.nr, pad_src(plan_group(vo, L, g)->shared, true, bal(x, FARR_VO, L, g)));
         }
         if (tv && gqa_holds(x, L, HK_O, suffix, &bias) && !model_head_block(x->m, HK_O, L, h, PART_ALL, &b)) {
-            if (!bias) put_cols(W, w0, b.c0, b.nc, plan_head_mat(x, vo, L, h), false, 1.0f / bal(x, FARR_VO, L, g));
+            if (!bias) pad_cols(W, w0, b.c0, b.nc, pad_src(plan_head_mat(x, vo, L, h), false, 1.0f / bal(x, FARR_VO, L, g)));
             else if (h == 0 && tv->o_bias_delta)
                 for (size_t i = 0; i < W->cols * W->rows; i++) W->data[i] += tv->o_bias_delta[i];
         }
         if (tq && gqa_holds(x, L, HK_Q, suffix, &bias) && !model_head_block(x->m, HK_Q, L, h, qpart, &b)) {
             const Mat *F = plan_head_mat(x, qk, L, h);
-            if (bias) put_vec(W->data + b.r0, b.nr, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)F->cols);
-            else put_rows_t(W, w0, b.r0, b.nr, F, true, 1.0f / bal(x, FARR_QK, L, g));
+            if (bias) pad_vec(W->data + b.r0, b.nr, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)F->cols);
+            else pad_rows(W, w0, b.r0, b.nr, pad_src(F, true, 1.0f / bal(x, FARR_QK, L, g)));
         }
         if (tq && gqa_holds(x, L, HK_K, suffix, &bias) && first && !model_head_block(x->m, HK_K, L, g, qpart, &b)) {
-            if (bias) put_vec(W->data + b.r0, b.nr, NULL, 0);      /* b_K' = 0: constant per query */
-            else put_rows_t(W, w0, b.r0, b.nr, plan_group(qk, L, g)->shared, true, bal(x, FARR_QK, L, g));
+            if (bias) pad_vec(W->data + b.r0, b.nr, NULL, 0);      /* b_K' = 0: constant per query */
+            else pad_rows(W, w0, b.r0, b.nr, pad_src(plan_group(qk, L, g)->shared, true, bal(x, FARR_QK, L, g)));
         }
     }
 }
@@ -329,18 +305,19 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
     if (c->attn == QKV_CONV1D) {
         size_t D = (size_t)c->hidden, d = dqk;
         if (is_role(c, suffix, ROLE_QKV, "weight")) {
-            for (int h = 0; tq && h < H; h++) put_cols(W, w0, (size_t)h * d, d, plan_head_mat(x, qk, L, h), true, 1.0f);
-            for (int g = 0; tq && g < G; g++) put_cols(W, w0, D + (size_t)g * d, d, plan_group(qk, L, g)->shared, true, 1.0f);
-            for (int g = 0; tv && g < G; g++) put_cols(W, w0, 2 * D + (size_t)g * d, d, plan_group(vo, L, g)->shared, true, 1.0f);
+            for (int h = 0; tq && h < H; h++) pad_cols(W, w0, (size_t)h * d, d, pad_src(plan_head_mat(x, qk, L, h), true, 1.0f));
+            for (int g = 0; tq && g < G; g++) pad_cols(W, w0, D + (size_t)g * d, d, pad_src(plan_group(qk, L, g)->shared, true, 1.0f));
+            for (int g = 0; tv && g < G; g++)
+                pad_cols(W, w0, 2 * D + (size_t)g * d, d, pad_src(plan_group(vo, L, g)->shared, true, 1.0f));
         } else if (is_role(c, suffix, ROLE_QKV, "bias")) {
             for (int h = 0; tq && h < H; h++)
-                put_vec(W->data + (size_t)h * d, d, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
-            for (int g = 0; tq && g < G; g++) put_vec(W->data + D + (size_t)g * d, d, NULL, 0);
+                pad_vec(W->data + (size_t)h * d, d, tq->head_bias ? tq->head_bias[h] : NULL, (size_t)plan_head_mat(x, qk, L, h)->cols);
+            for (int g = 0; tq && g < G; g++) pad_vec(W->data + D + (size_t)g * d, d, NULL, 0);
             for (int g = 0; tv && g < G; g++)
-                put_vec(W->data + 2 * D + (size_t)g * d, d, tv->shared_bias ? tv->shared_bias[g] : NULL,
+                pad_vec(W->data + 2 * D + (size_t)g * d, d, tv->shared_bias ? tv->shared_bias[g] : NULL,
                         (size_t)plan_group(vo, L, g)->rank);
         } else if (is_role(c, suffix, ROLE_O, "weight")) {
-            for (int h = 0; h < H; h++) put_rows_t(W, w0, (size_t)h * d, d, plan_head_mat(x, vo, L, h), false, 1.0f);
+            for (int h = 0; h < H; h++) pad_rows(W, w0, (size_t)h * d, d, pad_src(plan_head_mat(x, vo, L, h), false, 1.0f));
         } else if (is_role(c, suffix, ROLE_O, "bias") && tv && tv->o_bias_delta) {
             for (size_t i = 0; i < D; i++) W->data[i] += tv->o_bias_delta[i];
         }
@@ -352,12 +329,13 @@ static void pad_tensor(const Ctx *x, int L, const char *suffix, Mat *W, size_t w
         for (int h = 0; h < H; h++) {
             bool q = tq && !keep_group(tq, c, FARR_QK, h), v = tv && !keep_group(tv, c, FARR_VO, h);
             if (is_role(c, suffix, ROLE_Q_B, "weight") || is_role(c, suffix, ROLE_Q, "weight")) {
-                if (q) put_rows_t(W, w0, (size_t)h * dqk, nope, plan_head_mat(x, qk, L, h), true, 1.0f / bal(x, FARR_QK, L, h));
+                if (q) pad_rows(W, w0, (size_t)h * dqk, nope, pad_src(plan_head_mat(x, qk, L, h), true, 1.0f / bal(x, FARR_QK, L, h)));
             } else if (is_role(c, suffix, ROLE_KV_B, "weight")) {
-                if (q) put_rows_t(W, w0, (size_t)h * kvrow, nope, plan_group(qk, L, h)->shared, true, bal(x, FARR_QK, L, h));
-                if (v) put_rows_t(W, w0, (size_t)h * kvrow + nope, dv, plan_group(vo, L, h)->shared, true, bal(x, FARR_VO, L, h));
+                if (q) pad_rows(W, w0, (size_t)h * kvrow, nope, pad_src(plan_group(qk, L, h)->shared, true, bal(x, FARR_QK, L, h)));
+                if (v)
+                    pad_rows(W, w0, (size_t)h * kvrow + nope, dv, pad_src(plan_group(vo, L, h)->shared, true, bal(x, FARR_VO, L, h)));
             } else if (is_role(c, suffix, ROLE_O, "weight")) {
-                if (v) put_cols(W, w0, (size_t)h * dv, dv, plan_head_mat(x, vo, L, h), false, 1.0f / bal(x, FARR_VO, L, h));
+                if (v) pad_cols(W, w0, (size_t)h * dv, dv, pad_src(plan_head_mat(x, vo, L, h), false, 1.0f / bal(x, FARR_VO, L, h)));
             }
         }
         return;
@@ -384,7 +362,7 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
         if (!(W = mat_new(H * (n2 + rope), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
             Mat tmp = { .rows = n2, .cols = O->cols, .data = W->data + h * (n2 + rope) * O->cols };
-            if (qk) put_rows_t(&tmp, 0, 0, n2, plan_head_mat(x, qk, L, (int)h), true, 1.0f);
+            if (qk) pad_rows(&tmp, 0, 0, n2, pad_src(plan_head_mat(x, qk, L, (int)h), true, 1.0f));
             else for (size_t j = 0; j < n2; j++) copy_row(&tmp, j, O, h * (nope + rope) + j, 1.0f);
             for (size_t j = 0; j < n2 * O->cols; j++) tmp.data[j] *= s;
             for (size_t t = 0; t < rope; t++) copy_row(W, h * (n2 + rope) + n2 + t, O, h * (nope + rope) + nope + t, s);
@@ -393,15 +371,15 @@ static Mat *reslice_tensor(const Ctx *x, int L, const char *suffix, const Mat *O
         if (!(W = mat_new(H * (n2 + v2), O->cols))) return NULL;
         for (size_t h = 0; h < H; h++) {
             size_t base = h * (n2 + v2), obase = h * (nope + dv);
-            if (qk) put_rows_t(W, 0, base, n2, plan_group(qk, L, (int)h)->shared, true, 1.0f);
+            if (qk) pad_rows(W, 0, base, n2, pad_src(plan_group(qk, L, (int)h)->shared, true, 1.0f));
             else for (size_t j = 0; j < n2; j++) copy_row(W, base + j, O, obase + j, 1.0f);
-            if (vo) put_rows_t(W, 0, base + n2, v2, plan_group(vo, L, (int)h)->shared, true, 1.0f);
+            if (vo) pad_rows(W, 0, base + n2, v2, pad_src(plan_group(vo, L, (int)h)->shared, true, 1.0f));
             else for (size_t j = 0; j < v2; j++) copy_row(W, base + n2 + j, O, obase + nope + j, 1.0f);
         }
     } else if (is_role(c, suffix, ROLE_O, "weight")) {
         if (!(W = mat_new(O->rows, H * v2))) return NULL;
         for (size_t h = 0; h < H; h++) {
-            if (vo) put_cols(W, w0, h * v2, v2, plan_head_mat(x, vo, L, (int)h), false, 1.0f);
+            if (vo) pad_cols(W, w0, h * v2, v2, pad_src(plan_head_mat(x, vo, L, (int)h), false, 1.0f));
             else for (size_t i = 0; i < O->rows; i++)
                 for (size_t j = 0; j < v2; j++) W->data[i * W->cols + h * v2 + j] = O->data[i * O->cols + h * dv + j];
         }

@@ -3,16 +3,15 @@
 #include "budget_run.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "attn_stock_run.h"
+#include "pad.h"
 
 /* (rows, n wo) from W (rows, (n / div) wi): output column block b is W's block b / div, then zeros (wo >= wi). */
 static Mat *blocks_cols(const Mat *W, size_t n, size_t div, size_t wi, size_t wo) {
     Mat *M = mat_new(W->rows, n * wo);
-    for (size_t r = 0; M && r < W->rows; r++)
-        for (size_t b = 0; b < n; b++)
-            memcpy(M->data + r * M->cols + b * wo, W->data + r * W->cols + (b / div) * wi, wi * sizeof(float));
+    for (size_t b = 0; M && b < n; b++)
+        pad_cols(M, 0, b * wo, wo, (PadSrc){.F = W, .f0 = (b / div) * wi, .r = wi, .by_cols = true, .s = 1.0f});
     return M;
 }
 
@@ -20,7 +19,7 @@ static Mat *blocks_cols(const Mat *W, size_t n, size_t div, size_t wi, size_t wo
 static Mat *blocks_rows(const Mat *W, size_t n, size_t div, size_t wi, size_t wo) {
     Mat *M = mat_new(n * wo, W->cols);
     for (size_t b = 0; M && b < n; b++)
-        memcpy(M->data + b * wo * W->cols, W->data + (b / div) * wi * W->cols, wi * W->cols * sizeof(float));
+        pad_rows(M, 0, b * wo, wo, (PadSrc){.F = W, .f0 = (b / div) * wi, .r = wi, .by_cols = false, .s = 1.0f});
     return M;
 }
 
@@ -35,7 +34,8 @@ static int widen_cols(Mat **W, float **b, size_t n, size_t div, size_t wi, size_
     return AL_OK;
 }
 
-/* FaRR's VO (v_dim r) and QK (head_dim r) factors written at the source's widths, zero past r. */
+/* FaRR's VO (v_dim r) and QK (head_dim r) factors written at the source's widths, zero past r (pad.h, as truncate
+ * and its export write them). */
 static int farr_full(const AttnLayer *src, AttnLayer *C, unsigned *slots) {
     size_t H = (size_t)src->n_heads, G = (size_t)src->n_kv_heads;
     int rc = AL_OK;
