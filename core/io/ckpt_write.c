@@ -563,7 +563,8 @@ static void json_float_members(cJSON *o) {
 
 int ckpt_write_json(CkptWriter *w, const char *relpath, const cJSON *doc) {
     cJSON *copy = doc ? cJSON_Duplicate(doc, true) : NULL;
-    json_float_members(copy);
+    const char *base = strrchr(relpath, '/');
+    if (!strcmp(base ? base + 1 : relpath, "config.json")) json_float_members(copy);   /* transformers reads it */
     char *text = copy ? cJSON_Print(copy) : NULL;
     cJSON_Delete(copy);
     int rc = text ? ckpt_write_text(w, relpath, text, strlen(text)) : al_err("out of memory writing %s", relpath);
