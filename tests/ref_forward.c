@@ -106,7 +106,7 @@
  *                           S = S e^g, kv_mem = Sᵀk, delta = (v - kv_mem) beta, S += k deltaᵀ,
  *                           o = Sᵀq (torch_recurrent_gated_delta_rule); Qwen3NextRMSNormGated
  *                           o rsqrt(mean o^2 + eps) w silu(z) (plain w); out_proj. MoE as qwen3_moe's
- *                           (softmax, top-k, renormalised when norm_topk_prob) plus the shared expert
+ *                           (softmax, top-k, renormalised when norm_topk_prob; qwen3_5_moe always) plus the shared expert
  *                           (shared_expert_intermediate_size) times sigmoid(shared_expert_gate(x))
  *   llama4_text, llama4     Llama 4 (modeling_llama4): q/k/v/o_proj, RoPE as complex numbers over ADJACENT pairs
  *                           (2i, 2i + 1) with llama3 frequencies (rope_scaling; low = high: no blend band) on the
@@ -374,7 +374,9 @@ static void parse_moe(RefModel *m, const cJSON *r) {
     m->topk = (int)jnum(r, "num_experts_per_tok", 2, 2);
     m->eF = (int)jnum(r, "moe_intermediate_size", m->F, m->F);
     if (mixtral_names(m) || m->fam == R_GPT_OSS) m->eF = m->F;
-    m->norm_topk = mixtral_names(m) || m->experts_xw || jbool(r, "norm_topk_prob", ds_router(m));   /* Qwen3-VL MoE: always */
+    const char *mt = jstr(r, "model_type");   /* Qwen3-VL MoE, Qwen3.5 MoE (Qwen3_5MoeTopKRouter): always */
+    m->norm_topk = mixtral_names(m) || m->experts_xw || (mt && !strcmp(mt, "qwen3_5_moe_text")) ||
+                   jbool(r, "norm_topk_prob", ds_router(m));
     m->first_dense = (int)jnum(r, "first_k_dense_replace", m->fam == R_GLM4_MOE, m->fam == R_GLM4_MOE);
     m->layer_freq = (int)jnum(r, "moe_layer_freq", 1, 1);
     m->sparse_step = (int)jnum(r, "decoder_sparse_step", 1, 1);

@@ -532,8 +532,41 @@ int ckpt_write_stream(CkptWriter *w, const char *relpath, ckpt_stream_fn fn, voi
     return rc;
 }
 
+/* Members transformers' config classes declare float (never int alone): its strict dataclass check refuses an
+ * integer there ("final_logit_softcapping expected float, got int (value: 10)"), and cJSON prints 10.0 as 10. */
+static const char *const FLOAT_KEYS[] = {
+    "attention_dropout", "attention_multiplier", "attn_logit_softcapping", "embedding_multiplier",
+    "final_logit_softcapping", "hidden_dropout", "logits_scaling", "partial_rotary_factor", "resid_pdrop",
+    "residual_multiplier", "rope_theta", "routed_scaling_factor", "router_aux_loss_coef", "swiglu_limit", NULL};
+
+static bool float_key(const char *k) {
+    for (size_t i = 0; k && FLOAT_KEYS[i]; i++)
+        if (!strcmp(k, FLOAT_KEYS[i])) return true;
+    return false;
+}
+
+/* Every integral number under a FLOAT_KEYS member of o (recursively) made a raw "N.0". */
+static void json_float_members(cJSON *o) {
+    for (cJSON *e = o ? o->child : NULL; e; e = e->next) {
+        double v = e->valuedouble;
+        char num[48];
+        if (cJSON_IsNumber(e) && float_key(e->string) && v == floor(v) && fabs(v) < 1e15) {
+            snprintf(num, sizeof num, "%.1f", v);
+            cJSON *raw = cJSON_CreateRaw(num);
+            if (raw && (raw->string = strdup(e->string)) && cJSON_ReplaceItemViaPointer(o, e, raw)) e = raw;
+            else cJSON_Delete(raw);
+        } else if (cJSON_IsObject(e) || cJSON_IsArray(e)) {
+            json_float_members(e);
+        }
+    }
+}
+
 int ckpt_write_json(CkptWriter *w, const char *relpath, const cJSON *doc) {
-    char *text = doc ? cJSON_Print(doc) : NULL;
+    cJSON *copy = doc ? cJSON_Duplicate(doc, true) : NULL;
+    const char *base = strrchr(relpath, '/');
+    if (!strcmp(base ? base + 1 : relpath, "config.json")) json_float_members(copy);   /* transformers reads it */
+    char *text = copy ? cJSON_Print(copy) : NULL;
+    cJSON_Delete(copy);
     int rc = text ? ckpt_write_text(w, relpath, text, strlen(text)) : al_err("out of memory writing %s", relpath);
     free(text);
     return rc;

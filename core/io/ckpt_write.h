@@ -88,7 +88,8 @@ int ckpt_file_end(CkptWriter *w);
 
 /* ---------------------------------------------------------------- other files */
 
-/* Writes doc (pretty-printed) as relpath. */
+/* Writes doc (pretty-printed) as relpath; in a config.json a whole number under a member transformers declares
+ * float (final_logit_softcapping, routed_scaling_factor, rope_theta, ...: FLOAT_KEYS in ckpt_write.c) as "N.0". */
 int ckpt_write_json(CkptWriter *w, const char *relpath, const cJSON *doc);
 /* Adds key: v to a manifest object, or null when v is not finite (NaN, inf). */
 void ckpt_json_num(cJSON *o, const char *key, double v);

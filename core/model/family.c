@@ -443,7 +443,7 @@ const FamilyRow FAMILY[] = {
                   "\"moe_intermediate_size\": 64, \"moe_layer_freq\": 1, \"moe_renormalize\": true, "
                   "\"moe_router_activation_func\": \"sigmoid\", \"num_expert_group\": 1, \"num_experts\": 8, "
                   "\"num_experts_per_token\": 2, \"num_nextn_predict_layers\": 0, \"num_shared_experts\": 1, "
-                  "\"q_lora_rank\": null, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_scaling\": null, "
+                  "\"pad_token_id\": 0, \"q_lora_rank\": null, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_scaling\": null, "
                   "\"rope_theta\": 10000.0, \"routed_scaling_factor\": 2.446, \"topk_group\": 1, "
                   "\"use_grouped_topk\": true, \"v_head_dim\": 32"},
         .engines = ENGINE_VLLM | ENGINE_SGLANG},
@@ -792,7 +792,7 @@ const FamilyRow FAMILY[] = {
         .attn = QKV_CAT, .ffn = FFN_FUSED, .eps = 1e-5, .windowed = true, .gguf_arch = "phi3",
         .synth = {128, 4, 2, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-05") ", \"embd_pdrop\": 0.0, \"original_max_position_embeddings\": 512, "
-                  "\"partial_rotary_factor\": 0.5, \"resid_pdrop\": 0.0, \"rope_scaling\": null, "
+                  "\"pad_token_id\": 0, \"partial_rotary_factor\": 0.5, \"resid_pdrop\": 0.0, \"rope_scaling\": null, "
                   "\"rope_theta\": 10000, \"sliding_window\": " SW},
         .engines = ENGINES_ALL, .llamacpp_arch = "phi3"},
     [FAM_NEOX] = {
@@ -904,12 +904,13 @@ const FamilyRow FAMILY[] = {
         .synth = {64, 4, 2, 4, 256, 128, false, GQA_KEYS("silu", "1e-06") ", " QWEN3_5_KEYS},
         .engines = ENGINES_ALL, .llamacpp_arch = "qwen35"},
     /* Qwen3.5-35B-A3B / Qwen3.6's text_config (qwen3_5_moe_text): 256 experts top-8 of 512 and a shared expert of
-       512 (Qwen3-Next's MoE); the recipe: 4 experts top-2 of 64, a shared expert of 96 */
+       512 (Qwen3-Next's MoE, its top-k weights always renormalised: transformers' Qwen3_5MoeTopKRouter reads no
+       norm_topk_prob); the recipe: 4 experts top-2 of 64, a shared expert of 96 */
     [FAM_QWEN3_5_MOE] = {
         "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", "qwen3_5",
         "Qwen3.5 / 3.6 MoE: its text tower (Qwen3-Next's "
         "layers and MoE, split linear projections, fused experts)", QWEN3_5_TRAITS, .moe = MOE_QWEN3_5,
-        .text_config = "qwen3_5_moe_text",
+        .router_norm_topk = true, .text_config = "qwen3_5_moe_text",
         .synth = {64, 4, 2, 4, 256, 128, false,
                   GQA_KEYS("silu", "1e-06") ", \"moe_intermediate_size\": 64, \"num_experts\": 4, "
                   "\"num_experts_per_tok\": 2, \"shared_expert_intermediate_size\": 96, " QWEN3_5_KEYS},
