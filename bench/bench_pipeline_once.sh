@@ -14,7 +14,10 @@
 # windows minus ppl of one, so loading cancels; the prefill rate bench/ measures), the PCA solves (the
 # conversion's own time: they are part of the floor), one write of the export's bytes (dd, fsync).
 # load + calibrate: read + S windows; convert: its solves; perplexity: its windows (before and after);
-# export: dd. bench_pipeline.sh splits the same pipeline into steps (a process per prefix: three times
+# export: dd. The PCA solves' own floor, not the conversion's time: bench_pca_floor (BIN's folder) at the
+# model's shape and layer count -- per layer the BLAS / LAPACK calls the conversion makes, in double, on its
+# two lanes of one BLAS thread, nothing else -- run right after the pipeline; its row "convert: vs PCA
+# floor" and the second floor total use it (BENCH_PCA_REPS rounds, default 2; BENCH_PCA_FLOOR=0 skips it). bench_pipeline.sh splits the same pipeline into steps (a process per prefix: three times
 # the calibration); this runs it once, for the shapes too large to run three times (8B, 70B). The export
 # lands in OUTDIR/export: leave room for it (~the model's size) and for dd's copy.
 shape="" SL=0
@@ -62,6 +65,16 @@ EB=$(du -sb $O/export | cut -f1)
 t0=$(date +%s.%N); dd if=/dev/zero of=$O/dd bs=16M count=$(((EB + 16777215) / 16777216)) conv=fsync status=none; t1=$(date +%s.%N); rm -f $O/dd
 F_write=$(echo "$t1 - $t0" | bc)
 echo "floor write (dd $EB bytes, fsync): $F_write s"
+cfg() { grep -o "\"$1\":[[:space:]]*[0-9]*" $M/config.json | grep -o '[0-9]*$'; }
+HID=$(cfg hidden_size) NH=$(cfg num_attention_heads) NKV=$(cfg num_key_value_heads) HD=$(cfg head_dim)
+[ -n "$HD" ] || HD=$((HID / NH))
+F_pca=""
+if [ "${BENCH_PCA_FLOOR:-1}" != 0 ] && [ -x "$(dirname "$B")/bench_pca_floor" ]; then
+    "$(dirname "$B")/bench_pca_floor" "$HID" "$NH" "${NKV:-$NH}" "$HD" "$NL" "${BENCH_PCA_REPS:-2}" > $O/pca_floor.out 2>&1
+    sed 's/^/  /' $O/pca_floor.out
+    F_pca=$(grep -m1 '^pca floor:' $O/pca_floor.out | sed -E 's/^pca floor: ([0-9.]+) s.*/\1/')
+    C_pca=$(grep -m1 '^pca floor:' $O/pca_floor.out | sed -E 's/.*CPU ([0-9.]+) s a layer.*/\1/')
+fi
 # the cut points (seconds from the pipeline's start) and the conversion's own time
 at() { grep -m1 -E "$1" $O/pipe.out | awk '{print $1}'; }
 c_cal=$(at "sequences, .* tokens in") c_conv=$(at "^ *[0-9.]+ conversion:")
@@ -84,10 +97,15 @@ row() {   # name t_from t_to time floor
 F_cal=$(echo "$F_read + $S * $F_win" | bc)
 row "load + calibrate ($S x $L)" 0 "$c_cal" "$c_cal" "$F_cal"
 row "convert: PCA solves" "$c_cal" "$c_conv" "$(echo "$c_conv - $c_cal" | bc)" "$T_solve"
+[ -n "$F_pca" ] && row "convert: vs PCA floor" "$c_cal" "$c_conv" "$T_solve" "$F_pca"
 row "convert: ppl ($PW windows)" "$c_conv" "$c_ppl" "$(echo "$c_ppl - $c_conv" | bc)" "$(echo "$PW * $F_win" | bc)"
 row "report + export" "$c_ppl" "$W_pipe" "$(echo "$W_pipe - $c_ppl" | bc)" "$F_write"
 F_all=$(echo "$F_cal + $T_solve + $PW * $F_win + $F_write" | bc)
 row "pipeline" 0 "$W_pipe" "$W_pipe" "$F_all"
 echo "floor: read $F_read s + $S + $PW windows x $F_win s + PCA solves $T_solve s (convert's 'conversion:' line; CPU $C_solve s) + write $F_write s = $F_all s"
-echo "per layer ($NL layers): PCA solves $(echo "$T_solve / $NL" | bc -l | cut -c1-6) s; pipeline $(echo "$W_pipe / $NL" | bc -l | cut -c1-6) s; export $(awk -v b="$EB" 'BEGIN { printf "%.2f GB", b / 1e9 }')"
+if [ -n "$F_pca" ]; then
+    F_all2=$(echo "$F_cal + $F_pca + $PW * $F_win + $F_write" | bc)
+    echo "floor with the PCA solves' own floor (bench_pca_floor: $F_pca s): $F_all2 s; pipeline / it $(echo "$W_pipe / $F_all2" | bc -l | cut -c1-5); conversion / PCA floor $(echo "$T_solve / $F_pca" | bc -l | cut -c1-5) (CPU: $C_solve s / $NL x $C_pca s = $(echo "$C_solve / ($NL * $C_pca)" | bc -l | cut -c1-5))"
+fi
+echo "per layer ($NL layers): PCA solves $(echo "$T_solve / $NL" | bc -l | cut -c1-6) s${F_pca:+ (floor $(echo "$F_pca / $NL" | bc -l | cut -c1-6) s)}; pipeline $(echo "$W_pipe / $NL" | bc -l | cut -c1-6) s; export $(awk -v b="$EB" 'BEGIN { printf "%.2f GB", b / 1e9 }')"
 echo "load average at end: $(cat /proc/loadavg)"

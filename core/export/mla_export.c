@@ -211,6 +211,26 @@ static double export_eps(const TmlaResult *r, const MlaExportOpts *o) {
     return o && o->source_eps && r->src->cfg.norm_eps > 0 ? r->src->cfg.norm_eps : common;
 }
 
+/* L as mla_stock_layer should copy it for a stock layer: its held matrices that stock_share borrows (the rewritten query
+ * and kv_b in BF16, o_proj's view) as stubs viewing L's bytes, so the copy holds no second set of them -- not a copy
+ * of each rewritten query (67 MB in BF16 on an 8B layer, read back from its spill mapping) made and freed again per
+ * layer. The stubs (v.held[] pointing into h) live as long as the StockSource. */
+typedef struct {
+    AttnLayer v;
+    AttnHeld h[4];
+} StockSource;
+
+static void stock_source(const AttnLayer *L, StockSource *s) {
+    static const attn_held held[] = {AH_Q, AH_QB, AH_KVB, AH_O};
+    s->v = *L;
+    for (size_t i = 0; i < sizeof held / sizeof *held; i++) {
+        if (!L->held[held[i]]) continue;
+        s->h[i] = (AttnHeld){.w = L->held[held[i]]->w};   /* no buf, no own copy: held_dup copies the view only */
+        s->h[i].w.own = NULL;
+        s->v.held[held[i]] = &s->h[i];
+    }
+}
+
 static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, StockSet *s) {
     *s = (StockSet){.n = r->n_layers, .kind = kind, .eps = eps};
     s->L = al_calloc((size_t)s->n, sizeof *s->L, "stock layers");
@@ -222,7 +242,9 @@ static int stock_build(const TmlaResult *r, mla_latent_norm kind, double eps, St
     for (int l = 0; l < s->n; l++) {
         const AttnLayer *L = r->layers[l];
         float *g = input_norm_weight(r->src, l);
-        int rc = mla_stock_layer(L, g, s->eps, kind, &s->L[l], &s->k_kv[l], &s->k_q[l]);
+        StockSource src;
+        stock_source(L, &src);
+        int rc = mla_stock_layer(&src.v, g, s->eps, kind, &s->L[l], &s->k_kv[l], &s->k_q[l]);
         if (rc == AL_OK) stock_share(s->L[l], L);
         s->d_kv[l] = s->d_q[l] = NAN;
         if (rc == AL_OK && kind == MLA_NORM_LINEAR) {

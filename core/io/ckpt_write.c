@@ -401,6 +401,31 @@ static int close_file(int fd, char *path, bool ok, int rc) {
     return rc;
 }
 
+/* A weight file written and its writeback started a piece at a time: the disk busy from the first piece on, as dd's
+ * is, instead of idle until the kernel's background threshold of dirty pages (a tenth of the memory: gigabytes) is
+ * reached after each shard's fsync. Nothing is waited for here: close_file's fsync still makes the file durable before
+ * it counts as written, and the folder appears only by the staging folder's rename (ckpt_commit). */
+enum { WB_PIECE = 32 << 20 };
+
+typedef struct {
+    int fd;
+    size_t off, kicked;       /* bytes written; bytes whose writeback was started */
+} WbFile;
+
+static bool wb_write(WbFile *f, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len) {
+        size_t k = len < WB_PIECE ? len : WB_PIECE;
+        if (!al_write_all(f->fd, p, k)) return false;
+        p += k; len -= k; f->off += k;
+        if (f->off - f->kicked >= WB_PIECE) {   /* a hint: a failure here shows at fsync */
+            (void)sync_file_range(f->fd, (off_t)f->kicked, (off_t)(f->off - f->kicked), SYNC_FILE_RANGE_WRITE);
+            f->kicked = f->off;
+        }
+    }
+    return true;
+}
+
 /* Writes the current file: header, then each tensor's bytes from where they are. */
 static int write_cur(CkptWriter *w, const char *rel) {
     StFile *f = &w->cur;
@@ -411,7 +436,8 @@ static int write_cur(CkptWriter *w, const char *rel) {
     if (fd < 0) { free(hdr); free(path); return AL_ERR; }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    bool ok = al_write_all(fd, len8, 8) && al_write_all(fd, hdr, hlen);
+    WbFile wf = {.fd = fd};
+    bool ok = wb_write(&wf, len8, 8) && wb_write(&wf, hdr, hlen);
     free(hdr);
     int rc = AL_OK;
     for (size_t i = 0; ok && rc == AL_OK && i < f->n; i++) {
@@ -424,7 +450,7 @@ static int write_cur(CkptWriter *w, const char *rel) {
         }
         if (e->fill && rc == AL_OK) rc = e->fill(e->ud, w->scratch, e->nbytes);
         if (e->fill) e->data = w->scratch;
-        ok = rc != AL_OK || e->nbytes == 0 || al_write_all(fd, e->data, e->nbytes);
+        ok = rc != AL_OK || e->nbytes == 0 || wb_write(&wf, e->data, e->nbytes);
         free(e->owned);
         e->owned = NULL;
         if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;

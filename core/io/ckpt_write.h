@@ -15,7 +15,9 @@
  *                 borrowed bytes (e.g. straight from the source's mapping) are streamed from
  *                 there into the file after the header, never copied into a shard buffer;
  *                 computed tensors are owned buffers, or lazy (computed one at a time while
- *                 the shard is written). Each
+ *                 the shard is written). A file's writeback is started every 32 MB as it is
+ *                 written (sync_file_range: the disk busy from the first piece, as dd's), and
+ *                 each file is fsync'ed at its close, before the staging folder is renamed. Each
  *                 ckpt_shard_end closes a shard; the shards are named model.safetensors (one) or
  *                 model-0000i-of-0000N.safetensors with model.safetensors.index.json
  *                 (metadata.total_size = the sum of tensor bytes; weight_map sorted by name).
