@@ -2245,8 +2245,9 @@ size_t fwd_layer_major_groups(const Forward *f) { return f->lm_groups; }
 void fwd_set_group_tokens(Forward *f, size_t tokens) { f->group_tokens = tokens; }
 
 /* Layer L over the W windows of X (W, T, D), each from position 0 as window-major's window seq0 + s0 + w (its
- * sequence number, its linear / SSM state zeroed, the layer's KV cache its own), X updated in place. */
-static int layer_windows(Forward *f, int L, float *X, size_t W, size_t T, size_t seq0) {
+ * sequence number, its linear / SSM state zeroed, the layer's KV cache its own), X updated in place. Ctrl-C is
+ * seen before each window; with whole, each layer-window runs under al_interrupt_defer (its hooks see all of it). */
+static int layer_windows(Forward *f, int L, float *X, size_t W, size_t T, size_t seq0, bool whole) {
     size_t n = T * f->D;
     int rc = layer_load(f, L, false, NULL);
     for (size_t w = 0; rc == AL_OK && w < W; w++) {
@@ -2254,14 +2255,17 @@ static int layer_windows(Forward *f, int L, float *X, size_t W, size_t T, size_t
         f->pos = 0;
         f->seq = seq0 + w + 1;
         memcpy(f->x.p, X + w * n, n * sizeof(float));
-        if ((rc = layer_run(f, L, T)) == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
+        if (whole) al_interrupt_defer(true);
+        rc = layer_run(f, L, T);
+        if (whole) al_interrupt_defer(false);
+        if (rc == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
     }
     if (f->streaming) layer_release(f, L);
     return rc;
 }
 
 /* Windows s0 .. s0+W-1 of tokens (seqlen T each): embedded into X (W, T, D), then every layer over all of them. */
-static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t T, float *X, size_t seq0) {
+static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t T, float *X, size_t seq0, bool whole) {
     size_t n = T * f->D, NL = (size_t)f->c->n_layers;
     int rc = AL_OK;
     for (size_t w = 0; rc == AL_OK && w < W; w++) {
@@ -2269,7 +2273,7 @@ static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t 
         if ((rc = body_embed(f, tokens + (s0 + w) * T, T)) == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
     }
     for (size_t L = 0; rc == AL_OK && L < NL; L++) {
-        rc = layer_windows(f, (int)L, X, W, T, seq0 + s0);
+        rc = layer_windows(f, (int)L, X, W, T, seq0 + s0, whole);
         al_progress(f->lm_label, L + 1, NL);
     }
     f->pos = 0;
@@ -2277,7 +2281,7 @@ static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t 
     return rc;
 }
 
-/* The groups of nseq windows, each under al_interrupt_defer when whole (Ctrl-C between groups). */
+/* The groups of nseq windows (Ctrl-C seen before each layer-window: layer_windows). */
 static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size_t per, bool whole) {
     float *X = al_malloc3(per, T * f->D, sizeof(float), "the hidden states of a group of windows");
     if (!X) return AL_ERR;
@@ -2289,9 +2293,7 @@ static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size
         if (al_interrupt_pending()) { rc = AL_INTERRUPTED; break; }
         if (W == nseq) snprintf(f->lm_label, sizeof f->lm_label, "layer");       /* one group: "layer 3/32" */
         else snprintf(f->lm_label, sizeof f->lm_label, "windows %zu-%zu of %zu, layer", s0 + 1, s0 + W, nseq);
-        if (whole) al_interrupt_defer(true);
-        rc = group_run(f, tokens, s0, W, T, X, seq0);
-        if (whole) al_interrupt_defer(false);
+        rc = group_run(f, tokens, s0, W, T, X, seq0, whole);
         f->lm_groups++;
     }
     free(X);
@@ -2300,7 +2302,12 @@ static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size
 
 int fwd_run_hooked_layers(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
                           size_t group_bytes) {
-    if (fwd_layer_major_refusal(f) || nseq == 0 || seqlen == 0) return fwd_run_hooked(f, h, tokens, nseq, seqlen);
+    return fwd_run_hooked_route(f, h, tokens, nseq, seqlen, group_bytes, !fwd_layer_major_refusal(f));
+}
+
+int fwd_run_hooked_route(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
+                         size_t group_bytes, bool layer_major) {
+    if (!layer_major || nseq == 0 || seqlen == 0) return fwd_run_hooked(f, h, tokens, nseq, seqlen);
     size_t win = seqlen * f->D * sizeof(float), budget = group_bytes ? group_bytes : FWD_GROUP_BYTES;
     size_t per = budget / win, cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
     per = per < cap ? per : cap;
