@@ -182,6 +182,7 @@ static void peak(const char *tmp) {
     free(z);
     fwd_free(f);
     model_free(m);
+    al_remove_tree(dir);                                /* 100 MB: not left in the build folder */
     free(dir);
     free(sp);
 }
