@@ -79,8 +79,8 @@ static const char CALIBRATE_HELP[] =
     "into whole windows of L tokens: the last tenth (at least one window) is the validation split,\n"
     "the rest the training split; N windows of the chosen split are used, each a fresh sequence.\n"
     "TransMLA calibrates on 128 x 256 tokens of WikiText-2, KQ-SVD on 128 x 2048 of C4: bring the\n"
-    "text. Ctrl-C stops after the current window and keeps the whole windows run (every layer the\n"
-    "same; before the first one ends, the earlier calibration stays). The statistics replace the\n"
+    "text. Ctrl-C stops within a layer's window and leaves the earlier calibration as it was (a\n"
+    "calibration either completes or changes nothing). The statistics replace the\n"
     "current model's earlier ones (and its learned projections: said in one line); other models keep\n"
     "theirs (one calibration per model). `calib save FILE` keeps them.\n"
     "Examples:\n"
@@ -98,7 +98,7 @@ static int cmd_calibrate(Session *s, const Args *a, Out *out) {
     CalibRequest rq = {.text = file && *file ? file : what, .ids_file = file && *file && !strcmp(what, "ids"),
                        .samples = (size_t)args_int(a, "samples"), .seqlen = (size_t)args_int(a, "seqlen"),
                        .split = args_enum(a, "split") == 1 ? CALIB_VALID : CALIB_TRAIN,
-                       .with_x = inputs == 1 || (inputs <= 0 && sh.hidden <= 2048), .keep_partial = true};
+                       .with_x = inputs == 1 || (inputs <= 0 && sh.hidden <= 2048)};
     double t0 = now_s();
     const CalibStats *was = NULL;
     ws_calib_stats(s, m, &was);
@@ -107,7 +107,7 @@ static int cmd_calibrate(Session *s, const Args *a, Out *out) {
     if (rc != AL_OK && rc != AL_INTERRUPTED) return rc;
     const CalibStats *st = NULL;
     ws_calib_stats(s, m, &st);
-    if (!st || st == was) return rc;                    /* interrupted before a whole window: said so */
+    if (!st || st == was) return rc;                    /* interrupted: the earlier calibration stays, said so */
     out_printf(out, "%zu sequences, %zu tokens in %.2f s (%.1f tok/s)\n", st->seqs[0], st->tokens[0], dt,
                (double)st->tokens[0] / fmax(dt, 1e-9));
     int r2 = out_table_to(out, args_str(a, "to"), stats_table(st, m, out));

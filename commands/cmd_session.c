@@ -115,8 +115,8 @@ static const char SAVE_HELP[] =
     "save session FILE writes a command file that `run FILE` (or `attnlab FILE`) replays into\n"
     "the same state: every setting, each loaded model (`load PATH as NAME`), the commands of its\n"
     "transformations (each stack oldest first, so `undo` works after the replay too) with its\n"
-    "calibration where it was made among them (a `calibrate` of exactly the windows it holds, an\n"
-    "interrupted one's too, or `calib load`), and `use` of the current model. Relative paths in those commands are as typed: replay\n"
+    "calibration where it was made among them (a `calibrate` of exactly the windows it holds, or\n"
+    "`calib load`), and `use` of the current model. Relative paths in those commands are as typed: replay\n"
     "from the same folder.";
 
 /* Appends a line to the growing text. */
@@ -147,7 +147,7 @@ static int save_model(Session *s, Model *m, char **buf, size_t *n, size_t *cap) 
     size_t nx = 0;
     for (const Xform *x = xform_list(s); x && nx < 256; x = x->next)
         if (x->src == m) v[nx++] = x;
-    unsigned long after;                    /* the calibration as it is (interrupted too), before the */
+    unsigned long after;                    /* the calibration as it is, before the */
     char *cal = ws_calib_replay_line(s, m, &after);      /* transformations made after it */
     size_t at = 0;                          /* v[at - 1] and older were made before it */
     while (at < nx && v[nx - 1 - at]->serial <= after) at++;

@@ -180,8 +180,7 @@ int ws_read_tokens(Session *s, Model *m, const char *path, bool ids_file, int **
 }
 
 /* Runs the calibration of rq over ids[0..n) (taken over) into a fresh state *into (zeroed first;
- * into->m = m). Returns AL_OK, AL_ERR (into empty) or AL_INTERRUPTED: into holds the whole windows
- * run (count = their number; none: into empty). */
+ * into->m = m). Returns AL_OK, or AL_ERR / AL_INTERRUPTED with into empty (calib_run's partial sums dropped). */
 static int run_into(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, CalibState *into, Out *out) {
     memset(into, 0, sizeof *into);
     into->m = m;
@@ -203,24 +202,22 @@ static int run_into(Session *s, Model *m, int *ids, size_t n, const CalibRequest
                split, count == 1 ? "" : "s", L, first, first + count - 1, n / L,
                rq->with_x ? ", with the attention input's second moments" : "");
     rc = calib_run(st, f, ids + first * L, count, L);
-    if (rc != AL_OK && !(rc == AL_INTERRUPTED && st->seqs[0] > 0)) { free(ids); free(text); calib_free(st); return rc; }
+    if (rc != AL_OK) { free(ids); free(text); calib_free(st); return rc; }
     *into = (CalibState){.m = m, .st = st, .ids = ids, .nids = n, .text = text, .req = *rq, .first = first,
-                         .count = rc == AL_OK ? count : st->seqs[0]};
+                         .count = count};
     into->req.text = text;
     return rc;
 }
 
 int ws_calib_run_own(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, CalibState *own, Out *out) {
-    int rc = run_into(s, m, ids, n, rq, own, out);
-    if (rc == AL_INTERRUPTED) ws_calib_drop_all(own);
-    return rc;
+    return run_into(s, m, ids, n, rq, own, out);
 }
 
 int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out) {
     CalibState *c, fresh;
     if (ws_calib_of(s, m, &c)) { free(ids); return AL_ERR; }
     int rc = run_into(s, m, ids, n, rq, &fresh, out);
-    if (rc == AL_INTERRUPTED && (!rq->keep_partial || !fresh.st)) {
+    if (rc == AL_INTERRUPTED) {
         char was[512];
         ws_calib_describe(c, was, sizeof was);
         if (*was) out_printf(out, "interrupted: kept %s, unchanged\n", was);
@@ -228,7 +225,7 @@ int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *r
         ws_calib_drop_all(&fresh);
         return rc;
     }
-    if (rc != AL_OK && rc != AL_INTERRUPTED) return rc;
+    if (rc != AL_OK) return rc;
     const Xform *newest = xform_newest(s, m, NULL);
     unsigned long after = newest ? newest->serial : 0;
     say_replaced(c, out);
@@ -237,12 +234,7 @@ int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *r
     *c = fresh;
     c->next = next;
     c->after = after;
-    if (rc == AL_INTERRUPTED) {
-        c->req.samples = c->count;        /* what was run: a replay (ws_calib_replay_line) runs the same windows */
-        out_printf(out, "interrupted: the calibration of %s is the %zu whole window%s run (every layer the same; "
-                   "windows %zu..%zu)\n", m->name, c->count, c->count == 1 ? "" : "s", c->first, c->first + c->count - 1);
-    }
-    return rc;
+    return AL_OK;
 }
 
 /* Token ids of `what` (a text file), or of `file` when what is the word text (a text file, as ppl and

@@ -21,8 +21,6 @@ typedef struct {
     size_t seqlen;            /* tokens per window */
     calib_split split;        /* which windows of the text (calib_windows) */
     bool with_x;              /* keep the attention input's G_X and S_X */
-    bool keep_partial;        /* Ctrl-C after whole windows keeps those windows (`calibrate`); else the
-                                 state found stays */
 } CalibRequest;
 
 /* One model's calibration in the workspace (or a command's own, ws_calib_run_own). Fields are read
@@ -83,10 +81,9 @@ int ws_read_tokens_arg(Session *s, const char *cmd, const char *what, const char
 /* What `calibrate` does, for other commands too (`convert mla ... calib FILE`): runs the windows of
  * rq->split of ids[0..n) (taken over, freed on failure) through m's forward pass (narrating
  * "calibrating ..." on out) and makes the statistics the session's calibration of m, replacing
- * earlier ones and any learned projections (said in one line). Ctrl-C is honoured between whole
- * windows (every layer has seen the same ones): with rq->keep_partial and at least one window
- * run, those windows become the calibration (said so, count = windows run), else m's calibration
- * stays as it was (said so); AL_INTERRUPTED either way. */
+ * earlier ones and any learned projections (said in one line). Ctrl-C (seen within one layer's
+ * window: calib_run) leaves m's calibration as it was (said so) and returns AL_INTERRUPTED: a
+ * calibration either completes or changes nothing. */
 int ws_calib_run(Session *s, Model *m, int *ids, size_t n, const CalibRequest *rq, Out *out);
 /* The same into *own (a command's own statistics, zeroed first; release with ws_calib_drop_all):
  * the session's calibration is not touched. An interrupted run leaves *own empty. */

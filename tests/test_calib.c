@@ -2,8 +2,11 @@
  *  - stories260K (GQA: 8 query heads on 4 KV heads, RoPE): the Grams calib_run accumulates from
  *    the hooks equal Grams formed from independently captured Q, K, V (the group's queries
  *    stacked, Theorem 5), and G_X and the mean E[x] those of the captured attention inputs;
- *    counts are exact, and Ctrl-C (the interrupt flag) stops between sequences keeping whole
- *    sequences;
+ *    counts are exact; Ctrl-C (the interrupt flag) in layer-major calibration stops within one
+ *    layer's window, not after its group of windows: set after layer 2 of a group it stops before
+ *    layer 3 (layers 1-2 saw the group, the rest nothing), set from a hook in layer 2's first window
+ *    it stops after that window (layer 1 saw 4 windows, layer 2 one, layer 3 none) -- calib_run's
+ *    partial sums, which `calibrate` drops (cli_calib_state);
  *  - on those real caches: the Gram-based errors on the whole calibration set equal the errors of
  *    the formed matrices (K S, K S Qᵀ over all T x (m T) scores), KQ-SVD's K Qᵀ error is never
  *    above K-SVD's or Eigen's, and with keys x beta, queries / beta K-SVD and KQ-SVD stay flat
@@ -71,10 +74,53 @@ static double max_rel(const double *a, const double *b, size_t n) {
 
 /* ---------------------------------------------------------------- the real GQA model */
 
-/* Progress hook that plays Ctrl-C after the second calibration sequence. */
+/* Progress hook that plays Ctrl-C once layer 2 has run (layer-major: over the first group's windows). */
 static void set_after_two(const char *label, size_t done, size_t total, void *ud) {
     (void)total; (void)ud;
-    if (label && done == 2) al_interrupt_flag = 1;      /* sequence 2; layer-major: layer 2 of the first group */
+    if (label && done == 2) al_interrupt_flag = 1;
+}
+
+/* calib_run's hook (sums, and a sequence counted at its last ATTN_IN chunk) that plays Ctrl-C in the first window of
+ * layer `at` (layer-major: after the layers before it have run over every window of the group). */
+typedef struct { CalibStats *st; size_t seqlen; int at; } AtCtx;
+static int at_layer_hook(const FwdAct *a, void *ud) {
+    AtCtx *c = ud;
+    if (a->layer == c->at) al_interrupt_flag = 1;
+    int rc = calib_add_act(c->st, a);
+    if (rc == AL_OK && a->kind == FWD_ATTN_IN && a->pos0 + a->T == c->seqlen) calib_seq_done(c->st, a->layer);
+    return rc;
+}
+
+/* Layer-major calibration of NS windows of L tokens (one group) interrupted: from the progress line after layer 2,
+ * and from a hook in layer 2's first window. Ctrl-C is seen between layers and between a layer's windows. */
+static void interrupt_layers(Forward *f, const CalibShape *sh, const int *ids, size_t NS, size_t L) {
+    CalibStats *st = NULL;
+    CHECK(sh->n_layers >= 4, "%d layers", sh->n_layers);
+    CHECK_OK(calib_new(sh, true, &st));
+    al_interrupt_flag = 0;
+    fwd_set_group_tokens(f, NS * L);                    /* one group of NS windows */
+    al_set_progress(set_after_two, NULL);
+    int rc = calib_run(st, f, ids, NS, L);
+    al_set_progress(NULL, NULL);
+    al_interrupt_flag = 0;
+    CHECK(rc == AL_INTERRUPTED, "interrupted after layer 2: rc %d", rc);
+    CHECK(st && st->seqs[0] == NS && st->seqs[1] == NS && st->seqs[2] == 0 && st->tokens[3] == 0,
+          "stopped before layer 3, not after the group: windows per layer %zu %zu %zu %zu", st->seqs[0], st->seqs[1],
+          st->seqs[2], st->seqs[3]);
+    calib_free(st);
+    st = NULL;
+    CHECK_OK(calib_new(sh, true, &st));
+    AtCtx c = {.st = st, .seqlen = L, .at = 1};
+    FwdHooks h = {.mask = calib_hook_mask(st), .fn = at_layer_hook, .ud = &c, .chunk = 1024, .whole_seqs = true};
+    rc = fwd_run_hooked_layers(f, &h, ids, NS, L, 0);
+    al_interrupt_flag = 0;
+    CHECK(rc == AL_INTERRUPTED && fwd_layer_major_groups(f) == 1, "interrupted in layer 2: rc %d, %zu groups", rc,
+          fwd_layer_major_groups(f));
+    CHECK(st && st->seqs[0] == NS && st->seqs[1] == 1 && st->tokens[1] == L && st->seqs[2] == 0,
+          "layer 2 ran its first window whole, then stopped: windows per layer %zu %zu %zu", st->seqs[0], st->seqs[1],
+          st->seqs[2]);
+    calib_free(st);
+    fwd_set_group_tokens(f, 0);
 }
 
 static void test_stories(const char *models) {
@@ -250,19 +296,9 @@ static void test_stories(const char *models) {
     kq_proj_free(full);
     free(gw);
 
-    /* Ctrl-C: the interrupt flag set after the second sequence stops the run, keeping 2. */
+    /* Ctrl-C within a layer's windows (layer-major). */
     calib_free(st);
-    CHECK_OK(calib_new(&sh, false, &st));
-    al_interrupt_flag = 0;
-    fwd_set_group_tokens(f, 2 * L);                     /* layer-major groups of 2 windows */
-    al_set_progress(set_after_two, NULL);
-    int rc = calib_run(st, f, ids, NS, L);
-    al_set_progress(NULL, NULL);
-    al_interrupt_flag = 0;
-    CHECK(rc == AL_INTERRUPTED, "interrupted: rc %d", rc);
-    CHECK(st->seqs[0] == 2 && st->seqs[sh.n_layers - 1] == 2 && st->tokens[0] == 2 * L, "kept 2 whole sequences: %zu %zu",
-          st->seqs[0], st->tokens[0]);
-    calib_free(st);
+    interrupt_layers(f, &sh, ids, NS, L);
     free(cap.q); free(cap.k); free(cap.v); free(cap.x);
     free(ids);
     tok_free(tok);

@@ -323,10 +323,11 @@ int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t
     FwdHooks h = {.mask = calib_hook_mask(st), .fn = run_hook, .ud = &c, .chunk = 1024, .whole_seqs = true};
     st->gx_hold_layer = -1;
     st->gx_hold_flushes = 0;
-    bool hold = st->has_x && st->gx_spill && !fwd_layer_major_refusal(f);   /* else G_X is summed in place */
+    bool lm = fwd_layer_major_refusal(f) == NULL;      /* layer-major where the model allows: asked once */
+    bool hold = st->has_x && st->gx_spill && lm;       /* else G_X is summed in place */
     if (hold && !(st->gx_hold = al_malloc3(layer_elems(&st->sh, CALIB_X), 1, sizeof(double), "a layer's G_X")))
         return AL_ERR;
-    int rc = fwd_run_hooked_layers(f, &h, tokens, nseq, seqlen, 0);   /* layer-major where the model allows */
+    int rc = fwd_run_hooked_route(f, &h, tokens, nseq, seqlen, 0, lm);
     gx_hold_switch(st, -1);
     free(st->gx_hold);
     st->gx_hold = NULL;

@@ -125,11 +125,12 @@ int calib_add_act(CalibStats *st, const FwdAct *a);
 unsigned calib_hook_mask(const CalibStats *st);
 
 /* Runs nseq sequences of seqlen tokens (tokens[s * seqlen ...]) through f, each a fresh
- * sequence, accumulating into st: layer-major where the pass allows (fwd_run_hooked_layers: each layer's
+ * sequence, accumulating into st: layer-major where the pass allows (fwd_run_hooked_route: each layer's
  * weights read once per group of windows, the same sums in the same order, so the same bits), else window
- * by window. Ctrl-C returns AL_INTERRUPTED after the current sequence (layer-major: group), keeping what was
- * accumulated: every layer has seen the same whole sequences
- * (st->seqs and st->tokens equal across layers). The hooks of f are removed afterwards. */
+ * by window. Ctrl-C returns AL_INTERRUPTED within one layer's window (layer-major; window by window: after the
+ * current sequence), st then holding partial sums -- layer-major, the layers have seen different windows --
+ * that the caller drops: a calibration either completes or leaves the earlier one (ws_calib_run). The hooks of
+ * f are removed afterwards. */
 int calib_run(CalibStats *st, Forward *f, const int *tokens, size_t nseq, size_t seqlen);
 
 /* Full symmetric Gram (n x n, row-major, caller's buffer): n = d for K and Q, dv for V, hidden for

@@ -33,7 +33,8 @@
 /* ================================================================ types */
 
 typedef struct {
-    WMat w;                /* HF (out, in), or Conv1D (in, out) when io (a float32 view); w.data NULL: absent */
+    WMat w;                /* HF (out, in), or (in, out) when io: Conv1D (a float32 view), gpt-oss's experts (F32 / BF16 /
+                              F16 in the mapping, lin_apply_io); w.data NULL: absent */
     Mat *b;                /* (1, out) or NULL */
     bool io;
     size_t in, out;
@@ -145,6 +146,7 @@ struct Forward {
     fbuf ple, pg, m1;             /* Gemma 4: this call's per-layer inputs (T, L P), a layer's gate (T, P), the dense
                                      MLP's normed output beside the MoE block (T, D) */
     fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
+    fbuf wx;                      /* one (in, out) BF16 / F16 x @ W weight widened (gpt-oss's experts: lin_apply_io) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
     mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
@@ -194,9 +196,21 @@ static void lin_free(Lin *l) { wmat_free(&l->w); mat_free(l->b); l->b = NULL; }
 
 static int xin_fit(Forward *f, int L, size_t cap);
 
+/* y (T, out; stride ldy) = x (T, in; stride ldx) @ W for an (in, out) weight: F32 as it lies, BF16 / F16 (gpt-oss's
+ * experts viewed in the mapping) widened first into the pass's scratch f->wx, one linear at a time -- the values a
+ * float32 copy holds, so the same sgemm gives the same bits. */
+static int lin_apply_io(Forward *f, const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    if (l->w.dt == DT_F32) return mm_xw(&l->w, x, ldx, T, y, ldy);
+    float *w = fb_fit(&f->wx, l->w.rows, l->w.cols, "an expert's weights widened");
+    if (!w) return AL_ERR;
+    for (size_t r = 0; r < l->w.rows; r++) wmat_row(&l->w, r, w + r * l->w.cols);
+    WMat wide = {.dt = DT_F32, .data = w, .rows = l->w.rows, .cols = l->w.cols};
+    return mm_xw(&wide, x, ldx, T, y, ldy);
+}
+
 /* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b), in the pass's compute mode. */
 static int lin_apply(Forward *f, const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
-    int rc = l->io ? mm_xw(&l->w, x, ldx, T, y, ldy) : mm_xwt(f->mm, &l->w, x, ldx, T, y, ldy, f->compute);
+    int rc = l->io ? lin_apply_io(f, l, x, ldx, T, y, ldy) : mm_xwt(f->mm, &l->w, x, ldx, T, y, ldy, f->compute);
     if (rc != AL_OK) return rc;
     if (l->b)
         for (size_t t = 0; t < T; t++) {
@@ -455,8 +469,9 @@ static int check_experts_mxfp4(const char *name, const dt_fp4 *q, size_t qE, siz
     return AL_OK;
 }
 
-/* Tensor `name` of shape (E, a, b) (b 0: (E, a)) as float32 (rows E a, cols b or a), or its MXFP4
- * blocks / scales into *q (checked, not read: q->enc set); with dry, only the check and the count. */
+/* Tensor `name` of shape (E, a, b) (b 0: (E, a)): checked and its bytes counted; a weight (b set) is left where it
+ * lies (fused_view views each expert's block), or its MXFP4 blocks / scales go into *q (checked, not read: q->enc
+ * set); a bias (b 0) is read as float32 (rows E, cols a) unless dry. */
 static int read_experts(Forward *f, const char *name, size_t E, size_t a, size_t b, bool dry, size_t *bytes, Mat **out,
                         dt_fp4 *q) {
     const st_entry *e;
@@ -472,36 +487,27 @@ static int read_experts(Forward *f, const char *name, size_t E, size_t a, size_t
         return al_err("tensor '%s' should have shape [%zu, %zu, %zu] (this %s model's experts)", name, E, a, b,
                       f->c->model_type);
     if (!ok) return al_err("tensor '%s' should have shape [%zu, %zu] (this %s model's experts)", name, E, a, f->c->model_type);
+    if (e->dtype != DT_F32 && e->dtype != DT_BF16 && e->dtype != DT_F16)
+        return al_err("tensor '%s': %s experts are not read here (F32, BF16, F16)", name, dt_name(e->dtype));
     size_t n = E * a * (b ? b : 1);
     if (bytes) *bytes += n * dt_size(e->dtype);
-    if (dry) return AL_OK;
-    if (!(*out = mat_new(b ? E * a : E, b ? b : a))) return AL_ERR;
-    if (dt_to_f32(e->dtype, st_data(sf, e), n, (*out)->data) != AL_OK) {
-        mat_free(*out);
-        *out = NULL;
-        return al_err("tensor '%s': %s experts are not read here (F32, BF16, F16)", name, dt_name(e->dtype));
-    }
-    return AL_OK;
+    if (dry || b) return AL_OK;
+    if (!(*out = mat_new(E, a))) return AL_ERR;
+    return dt_to_f32(e->dtype, st_data(sf, e), n, (*out)->data);
 }
 
-/* Expert e's x @ W linear (in, out) with bias from rows [e in, (e + 1) in) of all (E in, out) and
- * row e of bias (E, out): owned float32 copies. */
-static int expert_slice(const Mat *all, const Mat *bias, size_t e, size_t in, size_t out, Lin *l) {
-    Mat *w = mat_new(in, out), *b = mat_new(1, out);
-    if (!w || !b) { mat_free(w); mat_free(b); return AL_ERR; }
-    memcpy(w->data, all->data + e * in * out, in * out * sizeof(float));
-    memcpy(b->data, bias->data + e * out, out * sizeof(float));
-    *l = (Lin){.w = {.dt = DT_F32, .data = w->data, .rows = in, .cols = out, .own = w}, .b = b, .io = true,
-               .in = in, .out = out};
+/* Row e of bias (E, out) as an owned (1, out) copy into *b. */
+static int expert_bias(const Mat *bias, size_t e, size_t out, Mat **b) {
+    if (!(*b = mat_new(1, out))) return AL_ERR;
+    memcpy((*b)->data, bias->data + e * out, out * sizeof(float));
     return AL_OK;
 }
 
 /* Expert e's (out, in) MXFP4 weight: its rows [e out, (e + 1) out) of all the experts' q, viewed where
  * they lie (decoded per block by the product), with row e of bias (E, out) copied. */
 static int expert_fp4(const dt_fp4 *q, const Mat *bias, size_t e, size_t in, size_t out, Lin *l) {
-    Mat *b = mat_new(1, out);
-    if (!b) return AL_ERR;
-    memcpy(b->data, bias->data + e * out, out * sizeof(float));
+    Mat *b;
+    if (expert_bias(bias, e, out, &b)) return AL_ERR;
     dt_fp4 qe = *q;
     qe.rows = out;
     qe.codes = q->codes + e * out * (in / 2);
@@ -510,40 +516,11 @@ static int expert_fp4(const dt_fp4 *q, const Mat *bias, size_t e, size_t in, siz
     return AL_OK;
 }
 
-/* Expert e's linear (in, out) from all (E in, out) or, MXFP4 (q->enc set), from its stored blocks. */
-static int expert_lin(const Mat *all, const dt_fp4 *q, const Mat *bias, size_t e, size_t in, size_t out, Lin *l) {
-    return q->enc != DT_FP4_NONE ? expert_fp4(q, bias, e, in, out, l) : expert_slice(all, bias, e, in, out, l);
-}
-
-/* Every expert in one tensor per role (gpt-oss): gate_up_proj (E, D, 2 FI) with gate / up in
- * interleaved columns, down_proj (E, FI, D), both used as x @ W, and their biases, split into one
- * Ffn per expert (gu: the interleaved [gate, up] pairs); MXFP4 experts as released are viewed in
- * place, per expert (expert_fp4), with no float copy. */
-static int load_experts_fused(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
-    static const tensor_role r[4] = {ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS};
-    const size_t D = f->D, a[4] = {D, 2 * FI, FI, D}, b[4] = {2 * FI, 0, D, 0};
-    Mat *m[4] = {0};
-    dt_fp4 q[4];
-    int rc = AL_OK;
-    for (int i = 0; rc == AL_OK && i < 4; i++) {
-        char n[192];
-        rc = role_name(f, r[i], L, -1, NULL, n, sizeof n);
-        if (rc == AL_OK) rc = read_experts(f, n, E, a[i], b[i], dry, bytes, &m[i], &q[i]);
-    }
-    for (size_t e = 0; rc == AL_OK && !dry && e < E; e++) {
-        ex[e].ffn = FI;
-        ex[e].pairs = true;
-        rc = expert_lin(m[0], &q[0], m[1], e, D, 2 * FI, &ex[e].gu);
-        if (rc == AL_OK) rc = expert_lin(m[2], &q[2], m[3], e, FI, D, &ex[e].down);
-    }
-    for (int i = 0; i < 4; i++) mat_free(m[i]);
-    return rc;
-}
-
 /* A view of expert e's block (rows, cols) of the fused [E, rows, cols] tensor of role r in layer L
- * (its stored dtype: F32, BF16 or F16; it has no FP8 block scales per expert). */
-static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, size_t cols, bool dry, size_t *bytes,
-                      Lin *l) {
+ * (its stored dtype: F32, BF16 or F16; it has no FP8 block scales per expert): the (out, in) weight of W x,
+ * or with io the (in, out) weight of x @ W (gpt-oss's). */
+static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, size_t cols, bool io, bool dry,
+                      size_t *bytes, Lin *l) {
     char n[192];
     const st_entry *t;
     const st_file *sf;
@@ -561,8 +538,38 @@ static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, s
     if (bytes && e == 0) *bytes += E * rows * cols * dt_size(t->dtype);
     if (dry) return AL_OK;
     *l = (Lin){.w = {.dt = t->dtype, .data = (const char *)st_data(sf, t) + e * rows * cols * dt_size(t->dtype),
-                     .rows = rows, .cols = cols}, .in = cols, .out = rows};
+                     .rows = rows, .cols = cols}, .io = io, .in = io ? rows : cols, .out = io ? cols : rows};
     return AL_OK;
+}
+
+/* Every expert in one tensor per role (gpt-oss): gate_up_proj (E, D, 2 FI) with gate / up in
+ * interleaved columns, down_proj (E, FI, D), both used as x @ W, and their biases, split into one
+ * Ffn per expert (gu: the interleaved [gate, up] pairs). No float copy of the weights: MXFP4 experts
+ * as released are viewed per expert in their blocks (expert_fp4), F32 / BF16 / F16 ones in the mapping
+ * (fused_view, x @ W: lin_apply widens a BF16 / F16 expert's block when it runs); the biases are float32. */
+static int load_experts_fused(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
+    static const tensor_role r[4] = {ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS};
+    const size_t D = f->D, a[4] = {D, 2 * FI, FI, D}, b[4] = {2 * FI, 0, D, 0};
+    Mat *m[4] = {0};
+    dt_fp4 q[4];
+    int rc = AL_OK;
+    for (int i = 0; rc == AL_OK && i < 4; i++) {
+        char n[192];
+        rc = role_name(f, r[i], L, -1, NULL, n, sizeof n);
+        if (rc == AL_OK) rc = read_experts(f, n, E, a[i], b[i], dry, bytes, &m[i], &q[i]);
+    }
+    for (size_t e = 0; rc == AL_OK && !dry && e < E; e++) {
+        ex[e].ffn = FI;
+        ex[e].pairs = true;
+        for (int i = 0; rc == AL_OK && i < 4; i += 2) {
+            Lin *l = i ? &ex[e].down : &ex[e].gu;
+            if (q[i].enc != DT_FP4_NONE) rc = expert_fp4(&q[i], m[i + 1], e, a[i], b[i], l);
+            else if ((rc = fused_view(f, L, r[i], e, a[i], b[i], true, false, NULL, l)) == AL_OK)
+                rc = expert_bias(m[i + 1], e, b[i], &l->b);
+        }
+    }
+    for (int i = 0; i < 4; i++) mat_free(m[i]);
+    return rc;
 }
 
 /* The routed experts of layer L from fused tensors (Qwen3.5 MoE): expert e's gate_up_proj block
@@ -572,8 +579,8 @@ static int load_fused_experts(Forward *f, int L, bool dry, size_t *bytes, Ffn *e
     int rc = AL_OK;
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         ex[e].ffn = FF;
-        rc = fused_view(f, L, ROLE_EXPS_GATE_UP, e, 2 * FF, D, dry, bytes, &ex[e].gu);
-        if (rc == AL_OK) rc = fused_view(f, L, ROLE_EXPS_DOWN, e, D, FF, dry, bytes, &ex[e].down);
+        rc = fused_view(f, L, ROLE_EXPS_GATE_UP, e, 2 * FF, D, false, dry, bytes, &ex[e].gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_EXPS_DOWN, e, D, FF, false, dry, bytes, &ex[e].down);
     }
     return rc;
 }
@@ -872,8 +879,8 @@ static int load_moe_block(Forward *f, int L, bool dry, size_t *bytes, LayerW *w)
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         Ffn one = {0}, *x = dry ? &one : &w->g4x[e];
         x->ffn = NI;
-        rc = fused_view(f, L, ROLE_G4_EXPS_GATE_UP, e, 2 * NI, D, dry, bytes, &x->gu);
-        if (rc == AL_OK) rc = fused_view(f, L, ROLE_G4_EXPS_DOWN, e, D, NI, dry, bytes, &x->down);
+        rc = fused_view(f, L, ROLE_G4_EXPS_GATE_UP, e, 2 * NI, D, false, dry, bytes, &x->gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_G4_EXPS_DOWN, e, D, NI, false, dry, bytes, &x->down);
     }
     return rc;
 }
@@ -986,7 +993,7 @@ void fwd_free(Forward *f) {
         fb_free(&f->rs[i].sn);
     }
     fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
-                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate};
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate, &f->wx};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
@@ -2238,8 +2245,9 @@ size_t fwd_layer_major_groups(const Forward *f) { return f->lm_groups; }
 void fwd_set_group_tokens(Forward *f, size_t tokens) { f->group_tokens = tokens; }
 
 /* Layer L over the W windows of X (W, T, D), each from position 0 as window-major's window seq0 + s0 + w (its
- * sequence number, its linear / SSM state zeroed, the layer's KV cache its own), X updated in place. */
-static int layer_windows(Forward *f, int L, float *X, size_t W, size_t T, size_t seq0) {
+ * sequence number, its linear / SSM state zeroed, the layer's KV cache its own), X updated in place. Ctrl-C is
+ * seen before each window; with whole, each layer-window runs under al_interrupt_defer (its hooks see all of it). */
+static int layer_windows(Forward *f, int L, float *X, size_t W, size_t T, size_t seq0, bool whole) {
     size_t n = T * f->D;
     int rc = layer_load(f, L, false, NULL);
     for (size_t w = 0; rc == AL_OK && w < W; w++) {
@@ -2247,14 +2255,17 @@ static int layer_windows(Forward *f, int L, float *X, size_t W, size_t T, size_t
         f->pos = 0;
         f->seq = seq0 + w + 1;
         memcpy(f->x.p, X + w * n, n * sizeof(float));
-        if ((rc = layer_run(f, L, T)) == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
+        if (whole) al_interrupt_defer(true);
+        rc = layer_run(f, L, T);
+        if (whole) al_interrupt_defer(false);
+        if (rc == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
     }
     if (f->streaming) layer_release(f, L);
     return rc;
 }
 
 /* Windows s0 .. s0+W-1 of tokens (seqlen T each): embedded into X (W, T, D), then every layer over all of them. */
-static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t T, float *X, size_t seq0) {
+static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t T, float *X, size_t seq0, bool whole) {
     size_t n = T * f->D, NL = (size_t)f->c->n_layers;
     int rc = AL_OK;
     for (size_t w = 0; rc == AL_OK && w < W; w++) {
@@ -2262,7 +2273,7 @@ static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t 
         if ((rc = body_embed(f, tokens + (s0 + w) * T, T)) == AL_OK) memcpy(X + w * n, f->x.p, n * sizeof(float));
     }
     for (size_t L = 0; rc == AL_OK && L < NL; L++) {
-        rc = layer_windows(f, (int)L, X, W, T, seq0 + s0);
+        rc = layer_windows(f, (int)L, X, W, T, seq0 + s0, whole);
         al_progress(f->lm_label, L + 1, NL);
     }
     f->pos = 0;
@@ -2270,7 +2281,7 @@ static int group_run(Forward *f, const int *tokens, size_t s0, size_t W, size_t 
     return rc;
 }
 
-/* The groups of nseq windows, each under al_interrupt_defer when whole (Ctrl-C between groups). */
+/* The groups of nseq windows (Ctrl-C seen before each layer-window: layer_windows). */
 static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size_t per, bool whole) {
     float *X = al_malloc3(per, T * f->D, sizeof(float), "the hidden states of a group of windows");
     if (!X) return AL_ERR;
@@ -2282,9 +2293,7 @@ static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size
         if (al_interrupt_pending()) { rc = AL_INTERRUPTED; break; }
         if (W == nseq) snprintf(f->lm_label, sizeof f->lm_label, "layer");       /* one group: "layer 3/32" */
         else snprintf(f->lm_label, sizeof f->lm_label, "windows %zu-%zu of %zu, layer", s0 + 1, s0 + W, nseq);
-        if (whole) al_interrupt_defer(true);
-        rc = group_run(f, tokens, s0, W, T, X, seq0);
-        if (whole) al_interrupt_defer(false);
+        rc = group_run(f, tokens, s0, W, T, X, seq0, whole);
         f->lm_groups++;
     }
     free(X);
@@ -2293,7 +2302,12 @@ static int groups_run(Forward *f, const int *tokens, size_t nseq, size_t T, size
 
 int fwd_run_hooked_layers(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
                           size_t group_bytes) {
-    if (fwd_layer_major_refusal(f) || nseq == 0 || seqlen == 0) return fwd_run_hooked(f, h, tokens, nseq, seqlen);
+    return fwd_run_hooked_route(f, h, tokens, nseq, seqlen, group_bytes, !fwd_layer_major_refusal(f));
+}
+
+int fwd_run_hooked_route(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
+                         size_t group_bytes, bool layer_major) {
+    if (!layer_major || nseq == 0 || seqlen == 0) return fwd_run_hooked(f, h, tokens, nseq, seqlen);
     size_t win = seqlen * f->D * sizeof(float), budget = group_bytes ? group_bytes : FWD_GROUP_BYTES;
     size_t per = budget / win, cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
     per = per < cap ? per : cap;

@@ -101,7 +101,8 @@ typedef struct {
     size_t chunk;         /* most rows per callback (0: all rows of the call at once) */
     bool whole_seqs;      /* Ctrl-C is honoured between sequences only (fwd_run_hooked runs each
                              under al_interrupt_defer), so every layer's callbacks have seen the
-                             same sequences when it stops */
+                             same sequences when it stops; layer-major (fwd_run_hooked_layers):
+                             between layer-windows, each run whole */
 } FwdHooks;
 
 /* ================================================================ the pass */
@@ -156,17 +157,22 @@ int fwd_run_hooked(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq
  * read once per group, and a hook's sums for one layer see only that layer's calls between other layers' (G_X
  * pages dirtied once per group). The hooks fire with the arguments of fwd_run_hooked in layer-major order; for
  * each layer, windows in the same order, so a hook that sums per layer gets the same bits. Progress per layer
- * ("layer l/NL"; with several groups "windows a-b of N, layer l/NL"); with h->whole_seqs, Ctrl-C is honoured
- * between groups (every layer has seen the same windows). Where fwd_layer_major_refusal names a reason, it is
- * fwd_run_hooked. */
+ * ("layer l/NL"; with several groups "windows a-b of N, layer l/NL"). Ctrl-C is seen before each layer's window
+ * (with h->whole_seqs each layer-window runs whole): an interrupted run returns AL_INTERRUPTED with the layers
+ * having seen different windows -- what the hooks summed is partial, for the caller to drop (calib_run's rule).
+ * Where fwd_layer_major_refusal names a reason, it is fwd_run_hooked. */
 #define FWD_GROUP_BYTES ((size_t)256 << 20)
-/* Tokens of a group by default: its weights read once per 4096 tokens (8 x 512, 16 x 256: a Ctrl-C waits for as
- * many tokens through the model; 8B: 4 x 512 is one group, 128 x 256 eight). */
+/* Tokens of a group by default: its weights read once per 4096 tokens (8 x 512, 16 x 256; 8B: 4 x 512 is one
+ * group, 128 x 256 eight). */
 #define FWD_GROUP_TOKENS 4096
 /* The most tokens in a layer-major group (0: FWD_GROUP_TOKENS). */
 void fwd_set_group_tokens(Forward *f, size_t tokens);
 int fwd_run_hooked_layers(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
                           size_t group_bytes);
+/* The same with the route decided by the caller: layer_major is fwd_layer_major_refusal(f) == NULL, asked once by
+ * a caller that needs the answer itself (calib_run holds a layer's G_X only when layer-major); false: fwd_run_hooked. */
+int fwd_run_hooked_route(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
+                         size_t group_bytes, bool layer_major);
 /* Why this pass cannot run layer-major (a layer reads another's state within a window: KV-shared layers, the
  * indexer's shared selection, Gemma 4's per-layer inputs; or fwd_set_resid / fwd_set_evict / fwd_set_capture is
  * set), or NULL. */
