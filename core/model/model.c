@@ -402,7 +402,7 @@ static void note_qk_norm(Model *m) {
 static int model_quant_check(Model *m) {
     if (!m->config_tree) return AL_OK;
     int rc = quant_config_read(m->config_tree, store_dir(m->store), &m->quant);
-    if (rc == AL_OK && m->quant.present && path_ends(m->path, ".gguf")) {  /* the config is attnlab's, from ggml types */
+    if (rc == AL_OK && m->quant.present && m->from_gguf) {  /* the config is attnlab's, from ggml types */
         const char *dot = strrchr(m->quant.where, '.');
         char key[64];
         snprintf(key, sizeof key, "%s", dot ? dot + 1 : "quant_method");
@@ -424,9 +424,10 @@ int model_open(const char *path, Model **out) {
     if (!m->path || !m->name || !m->cache) { model_free(m); return AL_ERR; }
     pthread_mutex_init(&m->cache->mu, NULL);
     bool file = !path_is_dir(path);
-    int rc = file && path_ends(path, ".bin")    ? llama2c_open(path, &m->store, &m->cfg)
-             : file && path_ends(path, ".gguf") ? open_gguf(m, path)
-                                                : open_hf(m, path);
+    m->from_gguf = file && path_ends(path, ".gguf");
+    int rc = file && path_ends(path, ".bin") ? llama2c_open(path, &m->store, &m->cfg)
+             : m->from_gguf                  ? open_gguf(m, path)
+                                             : open_hf(m, path);
     if (rc == AL_OK) rc = model_validate(m);
     if (rc == AL_OK) note_qk_norm(m);
     if (rc == AL_OK) rc = model_quant_check(m);

@@ -43,6 +43,7 @@ typedef struct Model {
     struct cJSON *config_tree;   /* config.json parsed once at load (NULL for llama2.c); read through
                                     ModelConfig, or model_config_tree for a copy */
     LayerCache *cache;        /* dequantized attention weights of the last layer used (and of layers pinned) */
+    bool from_gguf;           /* opened from a .gguf: its store and config.json built from the GGUF's (gguf_arch.h) */
     dt_fp4_enc fp4;           /* the attention weights' FP4 encoding, or DT_FP4_NONE (cfg.dtype then
                                  says BF16: what KV caches and rewritten tensors are held in) */
     QuantConfig quant;        /* the quantization config, read once at load (quant_config.h); checked
