@@ -225,8 +225,7 @@ static void info_str(Table *t, cJSON *o, const char *k, const char *v);
 /* A .gguf model's tokenizer: the one its tokenizer.ggml.* keys hold (tokenizer.h), which `ppl`,
  * `generate` and `tokenize` use, or why there is none. */
 static void info_gguf_tokenizer(Table *t, cJSON *o, const Model *m) {
-    size_t n = strlen(m->path);
-    if (n < 5 || strcmp(m->path + n - 5, ".gguf")) return;
+    if (!m->from_gguf) return;
     char *path = NULL, row[320];
     Tokenizer *tk = NULL;
     if (tok_find(m->path, &path) == AL_OK && tok_open(path, &tk) == AL_OK)

@@ -1,8 +1,8 @@
 /* pool.c -- the persistent worker pool (pool.h). Owns the process's one pool: workers 1..N started
- * on first use (signals blocked in them), a run published by one more generation (the futex word
- * the idle workers wait on: ~50 us of spinning, then sleep), units handed out by an atomic counter
- * as sweep.c does, and the run's end counted down by every started worker (pending: the caller's
- * futex word), so no worker can still be inside one run when the next begins. A waker makes the
+ * on first use (sweep_spawn: signals blocked in them), a run published by one more generation (the futex word
+ * the idle workers wait on: ~50 us of spinning, then sleep), the run itself a Sweep (sweep.h: units in index order,
+ * the lowest failure, interrupts) kept from run to run, and the run's end counted down by every started worker
+ * (pending: the caller's futex word), so no worker can still be inside one run when the next begins. A waker makes the
  * futex call only when someone sleeps (each side bumps its counter, then reads the other's word:
  * sequentially consistent, so one of them sees the other). */
 #define _GNU_SOURCE
@@ -11,13 +11,10 @@
 #include <cblas.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #ifdef __linux__
 #include <linux/futex.h>
@@ -44,15 +41,9 @@ static struct {
     atomic_int caller_asleep;
     atomic_int stop;
     /* the run */
-    size_t n;
+    Sweep *run;              /* made with the first worker, reset per run */
     int active;              /* workers [0, active) take units; the others only count down */
-    sweep_task_fn fn;
-    void *ud;
-    atomic_size_t next;
-    atomic_int failed, stopped;
-    pthread_mutex_t err_mu;
-    char err[1024];
-} P = {.mu = PTHREAD_MUTEX_INITIALIZER, .err_mu = PTHREAD_MUTEX_INITIALIZER};
+} P = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---------------------------------------------------------------- waiting */
 
@@ -113,30 +104,13 @@ static unsigned wait_change(atomic_uint *w, unsigned v, atomic_int *asleep) {
 
 /* ---------------------------------------------------------------- the run */
 
-/* Worker w's share of the run: units until none is left, the first error or an interrupt. */
-static void pool_units(int w) {
-    for (;;) {
-        if (atomic_load(&P.failed) || atomic_load(&P.stopped)) return;
-        if (al_interrupted()) { atomic_store(&P.stopped, 1); return; }
-        size_t i = atomic_fetch_add(&P.next, 1);
-        if (i >= P.n) return;
-        if (P.fn(i, w, P.ud) != AL_OK) {
-            pthread_mutex_lock(&P.err_mu);
-            if (!atomic_load(&P.failed)) snprintf(P.err, sizeof P.err, "%s", al_errmsg());
-            atomic_store(&P.failed, 1);
-            pthread_mutex_unlock(&P.err_mu);
-            return;
-        }
-    }
-}
-
 static void *pool_worker(void *arg) {
     int w = (int)(intptr_t)arg;
     unsigned seen = P.start_gen;
     for (;;) {
         seen = wait_change(&P.gen, seen, &P.sleepers);
         if (atomic_load(&P.stop)) return NULL;
-        if (w < P.active) pool_units(w);
+        if (w < P.active) sweep_units(P.run, w);
         if (atomic_fetch_sub(&P.pending, 1) == 1 && atomic_load(&P.caller_asleep)) futex_wake(&P.pending);
     }
 }
@@ -145,6 +119,7 @@ static void pool_child_reset(void) {   /* a forked child has none of the workers
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     P.mu = fresh;
     P.nstarted = 0;
+    P.run = NULL;            /* the parent's copy, left as it is */
 }
 
 static void pool_at_exit(void) { pool_stop(); }
@@ -156,43 +131,35 @@ static int pool_grow(int k) {
         pthread_atfork(NULL, NULL, pool_child_reset);
         P.hooks = true;
     }
+    if (!P.run && !(P.run = sweep_new())) return P.nstarted;
     if (k <= P.nstarted) return P.nstarted;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);        /* signals go to the program's own threads */
     P.start_gen = atomic_load(&P.gen);
     for (int w = P.nstarted + 1; w <= k; w++) {
-        if (pthread_create(&P.th[w], NULL, pool_worker, (void *)(intptr_t)w) != 0) break;
+        if (sweep_spawn(&P.th[w], pool_worker, (void *)(intptr_t)w) != 0) break;
         P.nstarted = w;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return P.nstarted;
 }
 
 int pool_run(size_t n, int nthreads, sweep_task_fn fn, void *ud) {
     int t = sweep_threads(n, nthreads);
     if (t <= 1 || t - 1 > POOL_MAX || pthread_mutex_trylock(&P.mu) != 0) return sweep_run(n, nthreads, fn, ud);
-    if (pool_grow(t - 1) < t - 1) {
+    if (pool_grow(t - 1) < t - 1 || !P.run) {
         pthread_mutex_unlock(&P.mu);
         return sweep_run(n, nthreads, fn, ud);
     }
-    P.n = n;
-    P.fn = fn;
-    P.ud = ud;
+    sweep_reset(P.run, n, fn, ud);
     P.active = t;
-    atomic_store(&P.next, 0);
-    atomic_store(&P.failed, 0);
-    atomic_store(&P.stopped, 0);
     atomic_store(&P.pending, (unsigned)P.nstarted);
     int blas_threads = openblas_get_num_threads();
     if (blas_threads != 1) openblas_set_num_threads(1);
     atomic_fetch_add(&P.gen, 1);
     if (atomic_load(&P.sleepers) > 0) futex_wake(&P.gen);
-    pool_units(0);
+    sweep_units(P.run, 0);
     for (unsigned c; (c = atomic_load_explicit(&P.pending, memory_order_acquire)) != 0;)
         wait_change(&P.pending, c, &P.caller_asleep);
     if (blas_threads != 1) openblas_set_num_threads(blas_threads);
-    int rc = atomic_load(&P.failed) ? al_err("%s", P.err) : atomic_load(&P.stopped) ? AL_INTERRUPTED : AL_OK;
+    int rc = sweep_result(P.run);
     pthread_mutex_unlock(&P.mu);
     return rc;
 }
@@ -206,6 +173,8 @@ void pool_stop(void) {
     futex_wake(&P.gen);
     for (int w = 1; w <= P.nstarted; w++) pthread_join(P.th[w], NULL);
     P.nstarted = 0;
+    sweep_free(P.run);
+    P.run = NULL;
     atomic_store(&P.stop, 0);
     pthread_mutex_unlock(&P.mu);
 }

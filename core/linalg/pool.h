@@ -8,11 +8,11 @@
 
 #include "sweep.h"
 
-/* sweep_run's contract on the pool: fn(i, worker, ud) for i in [0, n) on nthreads workers (0:
- * al_threads(), capped at n), worker 0 the calling thread, each with ONE BLAS thread (the OpenBLAS
- * thread count is restored afterwards); al_interrupted() polled between units. Returns AL_OK,
- * AL_ERR (the first failing unit's message, on this thread) or AL_INTERRUPTED (units already
- * started finish, the rest are skipped). The workers are started on first use (more when a run asks
+/* sweep_run's contract on the pool (the run is a Sweep, sweep.h): fn(i, worker, ud) for i in [0, n) on nthreads
+ * workers (0: al_threads(), capped at n), worker 0 the calling thread, each with ONE BLAS thread (the OpenBLAS
+ * thread count is restored afterwards); units taken in index order, al_interrupted() polled between units. Returns
+ * AL_OK, AL_ERR (the lowest failing unit's message, on this thread), a unit's own AL_INTERRUPTED, or AL_INTERRUPTED
+ * (units already started finish, the rest are skipped). The workers are started on first use (more when a run asks
  * for more), woken per run (an idle one polls ~50 us -- pausing, then yielding the core -- then
  * sleeps on a futex) and joined at exit. A run while
  * another one holds the pool (another thread's, or one started from inside a unit) runs as

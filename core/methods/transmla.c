@@ -9,7 +9,6 @@
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1025,8 +1024,6 @@ typedef struct {
     TmlaResult *r;
     const int *layer;         /* (units) the layers converted, in order */
     size_t *before, *after;   /* (n_layers) attention parameters of each converted layer */
-    pthread_mutex_t load_mu;  /* one attn_layer_load (and tmla_hold_layer) at a time: the model's layer cache holds one
-                                 layer, and a load switching it frees the tensors another lane's load is still copying */
 } ConvJob;
 
 /* o->moments_seen of unit k, in unit order (tmla_lanes_turn_begin): the digest sees the layers as one lane does. */
@@ -1048,16 +1045,10 @@ static int convert_unit(TmlaLanes *ln, size_t k, void *ud) {
     if (ln && one.moments_seen) { one.moments_seen = seen_in_turn; one.moments_ctx = &turn; }
     AttnLayer *gqa = NULL;
     j->r->rep[l].layer = l;
-    pthread_mutex_lock(&j->load_mu);
-    int rc = attn_layer_load(j->m, l, &gqa);
-    pthread_mutex_unlock(&j->load_mu);
+    int rc = attn_layer_load(j->m, l, &gqa);      /* the model's layer cache is for several lanes (model.h) */
     if (rc == AL_OK) rc = tmla_nope_as_rope(&j->m->cfg, gqa);
     if (rc == AL_OK) rc = qkn_convert_layer(gqa, &one, l, &j->r->layers[l], &j->r->rep[l]);
-    if (rc == AL_OK) {          /* W_O borrowed (a store view: the store's lazy parts are not for two lanes); BF16 */
-        pthread_mutex_lock(&j->load_mu);
-        rc = tmla_hold_layer(j->m, l, j->r->layers[l], one.hold_bf16);
-        pthread_mutex_unlock(&j->load_mu);
-    }
+    if (rc == AL_OK) rc = tmla_hold_layer(j->m, l, j->r->layers[l], one.hold_bf16);   /* W_O borrowed; BF16 */
     if (rc == AL_OK) {
         AttnLayer *L = j->r->layers[l];
         j->before[l] = attn_layer_params(gqa);
@@ -1073,7 +1064,7 @@ static int convert_unit(TmlaLanes *ln, size_t k, void *ud) {
 static int convert_layers(Model *m, const TmlaOpts *o, TmlaResult *r) {
     const ModelConfig *c = &m->cfg;
     size_t k = 0;
-    ConvJob j = {.m = m, .o = o, .r = r, .load_mu = PTHREAD_MUTEX_INITIALIZER};
+    ConvJob j = {.m = m, .o = o, .r = r};
     int *layer = al_calloc((size_t)c->n_layers, sizeof *layer, "the layers to convert");
     j.before = al_calloc((size_t)c->n_layers, sizeof *j.before, "attention parameters");
     j.after = al_calloc((size_t)c->n_layers, sizeof *j.after, "attention parameters");

@@ -646,7 +646,9 @@ int attn_layer_load(Model *m, int layer, AttnLayer **out) {
     L->n_heads = m->cfg.n_heads;
     L->v_dim = model_layer_cfg(m, layer)->v_dim;     /* Gemma 4's full layers: their own */
     L->norm_eps = m->cfg.norm_eps;
-    int rc = mla ? load_mla(m, layer, L) : load_gqa(m, layer, L);
+    bool pin = !mla && model_layer_pin(m, layer) == AL_OK;   /* the layer's float copies stay while its heads are copied */
+    int rc = mla ? load_mla(m, layer, L) : pin ? load_gqa(m, layer, L) : AL_ERR;
+    if (pin) model_layer_unpin(m, layer);
     if (rc == AL_OK) rc = attn_layer_validate(L);
     if (rc) { al_err_ctx("layer %d", layer); attn_layer_free(L); return AL_ERR; }
     *out = L;

@@ -102,8 +102,7 @@ int kvcache_at(const Model *m, size_t context, KvcacheRow *rows, int *n) {
 dt_type kvcache_dtype(const Model *m, char *why, size_t cap) {
     char buf[160];
     dt_type w = m->cfg.dtype, td = dt_parse_torch(m->cfg.torch_dtype), d;
-    size_t n = m->path ? strlen(m->path) : 0;
-    if (n > 5 && !strcmp(m->path + n - 5, ".gguf")) {                 /* gguf_model_open's: llama.cpp runs it */
+    if (m->from_gguf) {                                               /* gguf_model_open's: llama.cpp runs it */
         d = DT_F16;
         snprintf(buf, sizeof buf, "a GGUF: llama.cpp's default cache type (-ctk / -ctv f16)%s%s",
                  w != d ? "; weights stored " : "", w != d ? dt_name(w) : "");

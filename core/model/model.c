@@ -294,10 +294,20 @@ void model_compute_note(const Model *m, mm_compute c, char *buf, size_t cap) {
 
 /* ================================================================ open / free */
 
-struct LayerCache {
-    pthread_mutex_t mu;
-    int layer;                 /* -1: empty */
+/* One layer's dequantized attention weights, shared by the threads that use it: freed when the cache has moved to
+ * another layer and no thread holds it (a pin, or a slice being copied out of it). */
+typedef struct CacheEntry {
+    struct CacheEntry *next;
+    int layer;
+    int refs;                  /* model_layer_pin's pins and the reads in progress (under LayerCache.mu) */
+    pthread_mutex_t load_mu;   /* each tensor read once: its first reader loads it, the others wait */
     Mat *t[8];                 /* by attention_requirements index (HF layout), loaded on demand */
+} CacheEntry;
+
+struct LayerCache {
+    pthread_mutex_t mu;        /* guards the list and every entry's refs */
+    CacheEntry *list;          /* the layers held: the newest, and any other one still held */
+    CacheEntry *newest;        /* the layer used last: kept while nobody holds it (the one-layer cache), or NULL */
 };
 
 static bool path_is_dir(const char *p) { struct stat sb; return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode); }
@@ -392,7 +402,7 @@ static void note_qk_norm(Model *m) {
 static int model_quant_check(Model *m) {
     if (!m->config_tree) return AL_OK;
     int rc = quant_config_read(m->config_tree, store_dir(m->store), &m->quant);
-    if (rc == AL_OK && m->quant.present && path_ends(m->path, ".gguf")) {  /* the config is attnlab's, from ggml types */
+    if (rc == AL_OK && m->quant.present && m->from_gguf) {  /* the config is attnlab's, from ggml types */
         const char *dot = strrchr(m->quant.where, '.');
         char key[64];
         snprintf(key, sizeof key, "%s", dot ? dot + 1 : "quant_method");
@@ -413,11 +423,11 @@ int model_open(const char *path, Model **out) {
     m->cache = al_calloc(1, sizeof *m->cache, "a layer cache");
     if (!m->path || !m->name || !m->cache) { model_free(m); return AL_ERR; }
     pthread_mutex_init(&m->cache->mu, NULL);
-    m->cache->layer = -1;
     bool file = !path_is_dir(path);
-    int rc = file && path_ends(path, ".bin")    ? llama2c_open(path, &m->store, &m->cfg)
-             : file && path_ends(path, ".gguf") ? open_gguf(m, path)
-                                                : open_hf(m, path);
+    m->from_gguf = file && path_ends(path, ".gguf");
+    int rc = file && path_ends(path, ".bin") ? llama2c_open(path, &m->store, &m->cfg)
+             : m->from_gguf                  ? open_gguf(m, path)
+                                             : open_hf(m, path);
     if (rc == AL_OK) rc = model_validate(m);
     if (rc == AL_OK) note_qk_norm(m);
     if (rc == AL_OK) rc = model_quant_check(m);
@@ -430,15 +440,15 @@ int model_open(const char *path, Model **out) {
     return AL_OK;
 }
 
-static void cache_clear(LayerCache *c) {
-    for (size_t i = 0; i < 8; i++) { mat_free(c->t[i]); c->t[i] = NULL; }
-    c->layer = -1;
-}
+static void entry_free(Model *m, CacheEntry *e);
 
 void model_free(Model *m) {
     if (!m) return;
     if (m->cache) {
-        cache_clear(m->cache);
+        for (CacheEntry *e = m->cache->list, *next; e; e = next) {
+            next = e->next;
+            entry_free(m, e);
+        }
         pthread_mutex_destroy(&m->cache->mu);
         free(m->cache);
     }
@@ -463,35 +473,101 @@ static int req_index(const ModelConfig *c, tensor_role role) {
     return -1;
 }
 
-/* Makes sure the cache holds `layer` (clearing another layer); caller holds the lock. */
-static void cache_switch(Model *m, int layer) {
-    if (m->cache->layer == layer) return;
-    if (m->cache->layer >= 0) {
-        char *prefix = model_tensor_name(m, m->cache->layer, "");
-        if (prefix) store_release_prefix(m->store, prefix);
-        free(prefix);
-    }
-    cache_clear(m->cache);
-    m->cache->layer = layer;
+/* The store's pages of layer's tensors handed back (their float copies are what is used). */
+static void release_layer_pages(Model *m, int layer) {
+    char *prefix = model_tensor_name(m, layer, "");
+    if (prefix) store_release_prefix(m->store, prefix);
+    free(prefix);
 }
 
-/* Returns the cached float32 tensor (HF layout) of `role` in layer, loading it if needed. */
-static int cache_get(Model *m, int layer, tensor_role role, const Mat **out) {
+/* Frees an entry no thread holds any more (out of the list). */
+static void entry_free(Model *m, CacheEntry *e) {
+    release_layer_pages(m, e->layer);
+    for (size_t i = 0; i < 8; i++) mat_free(e->t[i]);
+    pthread_mutex_destroy(&e->load_mu);
+    free(e);
+}
+
+/* Under c->mu: unlinks the entries nobody holds but the newest, onto *dead (freed by the caller, unlocked). */
+static void cache_trim_locked(LayerCache *c, CacheEntry **dead) {
+    for (CacheEntry **pe = &c->list; *pe;) {
+        CacheEntry *e = *pe;
+        if (e->refs > 0 || e == c->newest) { pe = &e->next; continue; }
+        *pe = e->next;
+        e->next = *dead;
+        *dead = e;
+    }
+}
+
+static void free_dead(Model *m, CacheEntry *dead) {
+    for (CacheEntry *next; dead; dead = next) {
+        next = dead->next;
+        entry_free(m, dead);
+    }
+}
+
+/* Holds layer's entry (made when `make` and it is not there; NULL when it is not, or out of memory) and makes it the
+ * newest: the entries nobody holds are freed. The caller gives it back with cache_release. */
+static CacheEntry *cache_acquire(Model *m, int layer, bool make) {
+    LayerCache *c = m->cache;
+    CacheEntry *e, *dead = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (e = c->list; e && e->layer != layer; e = e->next) {}
+    if (!e && make && (e = al_calloc(1, sizeof *e, "a layer cache entry"))) {
+        e->layer = layer;
+        pthread_mutex_init(&e->load_mu, NULL);
+        e->next = c->list;
+        c->list = e;
+    }
+    if (e) {
+        e->refs++;
+        c->newest = e;
+        cache_trim_locked(c, &dead);
+    }
+    pthread_mutex_unlock(&c->mu);
+    free_dead(m, dead);
+    return e;
+}
+
+/* Gives back a hold of cache_acquire: an entry nobody holds that is not the newest is freed. */
+static void cache_release(Model *m, CacheEntry *e) {
+    LayerCache *c = m->cache;
+    CacheEntry *dead = NULL;
+    pthread_mutex_lock(&c->mu);
+    e->refs--;
+    cache_trim_locked(c, &dead);
+    pthread_mutex_unlock(&c->mu);
+    free_dead(m, dead);
+}
+
+/* The float32 tensor (HF layout) of `role` in e's layer, read on first use; valid while e is held. */
+static int entry_tensor(Model *m, CacheEntry *e, tensor_role role, const Mat **out) {
     int idx = req_index(&m->cfg, role);
     if (idx < 0)
         return al_err("internal: %s is not an attention tensor of a %s model", tensor_role_name(role), m->cfg.model_type);
-    LayerCache *c = m->cache;
-    pthread_mutex_lock(&c->mu);
-    cache_switch(m, layer);
+    pthread_mutex_lock(&e->load_mu);
     int rc = AL_OK;
-    if (!c->t[idx]) {
-        char *name = attn_weight_name(m, role, layer);
-        rc = name ? store_read(m->store, name, &c->t[idx]) : AL_ERR;
+    if (!e->t[idx]) {
+        char *name = attn_weight_name(m, role, e->layer);
+        rc = name ? store_read(m->store, name, &e->t[idx]) : AL_ERR;
         free(name);
     }
-    *out = c->t[idx];
-    pthread_mutex_unlock(&c->mu);
+    *out = e->t[idx];
+    pthread_mutex_unlock(&e->load_mu);
     return rc;
+}
+
+int model_layer_pin(Model *m, int layer) {
+    return cache_acquire(m, layer, true) ? AL_OK : AL_ERR;
+}
+
+void model_layer_unpin(Model *m, int layer) {
+    LayerCache *c = m->cache;
+    CacheEntry *e;
+    pthread_mutex_lock(&c->mu);
+    for (e = c->list; e && e->layer != layer; e = e->next) {}
+    pthread_mutex_unlock(&c->mu);
+    if (e) cache_release(m, e);      /* held by the pin: still in the list */
 }
 
 int model_layer_load(Model *m, int layer) {
@@ -500,18 +576,19 @@ int model_layer_load(Model *m, int layer) {
     if (cfg_check_attn_layer(&m->cfg, layer, "attention weights") != AL_OK) return AL_ERR;
     tensor_req req[SHAPES_MAX_WEIGHTS];
     size_t n = attn_requirements(model_layer_cfg(m, layer), req);
-    for (size_t i = 0; i < n; i++) {
+    CacheEntry *e = cache_acquire(m, layer, true);
+    int rc = e ? AL_OK : AL_ERR;
+    for (size_t i = 0; rc == AL_OK && i < n; i++) {
         if (req[i].role == ROLE_Q_A) continue;   /* not part of any head view */
         bool kv = req[i].role == ROLE_K || req[i].role == ROLE_V;      /* Gemma 4: another layer's, or V = K */
         if ((kv && cfg_kv_source(&m->cfg, layer) != layer) || (req[i].role == ROLE_V && cfg_layer_v_is_k(&m->cfg, layer)))
             continue;
         const Mat *t;
-        if (cache_get(m, layer, req[i].role, &t) != AL_OK) return AL_ERR;
+        rc = entry_tensor(m, e, req[i].role, &t);
     }
-    char *prefix = model_tensor_name(m, layer, "");
-    if (prefix) store_release_prefix(m->store, prefix);   /* the float copies are what we use now */
-    free(prefix);
-    return AL_OK;
+    if (e) cache_release(m, e);
+    if (rc == AL_OK) release_layer_pages(m, layer);   /* the float copies are what we use now */
+    return rc;
 }
 
 /* ================================================================ per-head views */
@@ -673,23 +750,18 @@ int model_head_block(const Model *m, head_kind kind, int layer, int head, head_p
     return block_gqa(c, kind, head, c0, nc, b);
 }
 
-/* True when layer is the cached one (model_layer_load ran for it). */
-static bool layer_cached(Model *m, int layer) {
-    pthread_mutex_lock(&m->cache->mu);
-    bool yes = m->cache->layer == layer;
-    pthread_mutex_unlock(&m->cache->mu);
-    return yes;
-}
-
-/* One block of a view: sliced from the cached layer, else read alone from the mapping; transposed where the view is. */
+/* One block of a view: sliced from the cached layer (held while it is copied), else read alone from the mapping;
+ * transposed where the view is. */
 static int head_piece(Model *m, int layer, tensor_role role, size_t r0, size_t nr, size_t c0, size_t nc, bool tr,
                       Mat **out) {
     *out = NULL;
-    if (layer_cached(m, layer)) {            /* slice the loaded layer */
+    CacheEntry *e = cache_acquire(m, layer, false);
+    if (e) {                                 /* slice the loaded layer */
         const Mat *t;
-        if (cache_get(m, layer, role, &t) != AL_OK) return AL_ERR;
-        *out = tr ? mat_slice_t(t, r0, nr, c0, nc) : mat_slice(t, r0, nr, c0, nc);
-        return *out ? AL_OK : AL_ERR;
+        int rc = entry_tensor(m, e, role, &t);
+        if (rc == AL_OK && !(*out = tr ? mat_slice_t(t, r0, nr, c0, nc) : mat_slice(t, r0, nr, c0, nc))) rc = AL_ERR;
+        cache_release(m, e);
+        return rc;
     }
     /* one head alone: read just its block from the mapping (an R1 o_proj is 470 MB as float) */
     char *name = attn_weight_name(m, role, layer);

@@ -42,7 +42,8 @@ typedef struct Model {
     char *config_json;        /* raw config.json text (NULL for llama2.c) */
     struct cJSON *config_tree;   /* config.json parsed once at load (NULL for llama2.c); read through
                                     ModelConfig, or model_config_tree for a copy */
-    LayerCache *cache;        /* dequantized attention weights of the last layer used */
+    LayerCache *cache;        /* dequantized attention weights of the last layer used (and of layers pinned) */
+    bool from_gguf;           /* opened from a .gguf: its store and config.json built from the GGUF's (gguf_arch.h) */
     dt_fp4_enc fp4;           /* the attention weights' FP4 encoding, or DT_FP4_NONE (cfg.dtype then
                                  says BF16: what KV caches and rewritten tensors are held in) */
     QuantConfig quant;        /* the quantization config, read once at load (quant_config.h); checked
@@ -136,9 +137,16 @@ int model_head_bias(Model *m, head_kind kind, int layer, int head, float **out, 
 /* The output projection's bias (hidden values: o_proj.bias, attention.dense.bias, c_proj.bias) or
  * NULL when the config has none (o_bias false) or the checkpoint lacks the tensor. */
 int model_o_bias(Model *m, int layer, float **out);
-/* Loads (dequantizes) layer L's attention weights into the cache, releasing the previous layer.
- * After this, model_head for layer L only reads the cache and is safe from many threads. */
+/* Loads (dequantizes) layer L's attention weights into the cache, releasing the previous layer unless another thread
+ * pins it. After this, model_head for layer L slices the cache while it holds L (else reads its block from the
+ * mapping: the same values). Every function here is safe from many threads on many layers at once: an entry of the
+ * cache is freed only when no thread holds it (a pin, or a slice being copied out of it). */
 int model_layer_load(Model *m, int layer);
+/* Keeps layer L's cache entry (made empty if needed; model_layer_load fills it) until model_layer_unpin, whatever
+ * other threads load meanwhile: a conversion's lanes, each reading its own layer (attn_layer_load). AL_ERR: out of
+ * memory. Pins nest. */
+int model_layer_pin(Model *m, int layer);
+void model_layer_unpin(Model *m, int layer);
 /* Checks layer/head/kind arguments; an error says the valid range. */
 int model_check_head(const Model *m, head_kind kind, int layer, int head);
 
