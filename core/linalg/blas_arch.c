@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 static char note[160];
 
@@ -40,42 +42,46 @@ static void cpu_model(unsigned *family, unsigned *model) {
     *model = ((a >> 4) & 0xf) | ((a >> 12) & 0xf0);
 }
 
-/* Re-runs the library's family choice with OPENBLAS_CORETYPE = fam (its own parser and init),
- * the variable unset again afterwards; false (the old table kept) where it did not take. */
-static bool switch_family(const char *fam, corename_fn corename) {
-    void **table = dlsym(RTLD_DEFAULT, "gotoblas");
-    void (*dyn_init)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init");
-    if (!table || !dyn_init) return false;
-    void *old = *table;
-    setenv("OPENBLAS_CORETYPE", fam, 1);
-    *table = NULL;                      /* gotoblas_dynamic_init returns at once while it is set */
-    dyn_init();
-    unsetenv("OPENBLAS_CORETYPE");
-    if (*table && !strcasecmp(corename(), fam)) return true;
-    *table = old;
-    return false;
-}
-
 static const char no_openblas[] = "BLAS kernels: not OpenBLAS's (no openblas_get_corename)";
+
+/* Set in the environment of the re-executed process: the family the library chose itself. */
+#define FELL_BACK_FROM "ATTNLAB_BLAS_FELL_BACK_FROM"
 
 const char *blas_arch_choose(void) {
     if (note[0]) return note;
     corename_fn corename = corename_lookup();
     if (!corename) return no_openblas;
-    char was[32];
-    snprintf(was, sizeof was, "%s", corename());
-    const char *fam = family_for_cpu();
-    bool fell_back = !strcasecmp(was, "Prescott") && !getenv("OPENBLAS_CORETYPE") && fam;
-    if (!fell_back || !switch_family(fam, corename)) {
-        snprintf(note, sizeof note, "OpenBLAS kernels %s", was);
-        return note;
-    }
-    unsigned family, model;
-    cpu_model(&family, &model);
-    snprintf(note, sizeof note, "OpenBLAS kernels %s (the library's own choice on this CPU, family %u model %u: %s)",
-             corename(), family, model, was);
+    snprintf(note, sizeof note, "OpenBLAS kernels %s", corename());
     return note;
 }
 
-/* Before main: OpenBLAS's constructor has run (a shared library's come first), no BLAS call yet. */
-__attribute__((constructor)) static void choose_at_start(void) { blas_arch_choose(); }
+/* Before main (glibc hands init_array functions argc / argv / envp): where the library fell back to
+ * Prescott and the user set no OPENBLAS_CORETYPE, the program is executed again with
+ * OPENBLAS_CORETYPE set to the CPU's family, so the library reads it when it loads, as it reads a
+ * user's. Swapping the library's table in this process instead (its gotoblas pointer) raced with
+ * the BLAS server thread the library starts when it loads: a segfault before main, once in a
+ * loaded test run. Nothing has run or been printed when this runs; if exec fails, the program goes
+ * on with the library's choice. The re-executed process removes both variables again, so programs
+ * it starts see the user's environment. */
+__attribute__((constructor)) static void choose_at_start(int argc, char **argv, char **envp) {
+    (void)argc, (void)envp;
+    corename_fn corename = corename_lookup();
+    if (!corename) return;
+    const char *was = getenv(FELL_BACK_FROM);
+    if (was) {
+        unsigned family, model;
+        cpu_model(&family, &model);
+        snprintf(note, sizeof note, "OpenBLAS kernels %s (the library's own choice on this CPU, family %u model %u: %s)",
+                 corename(), family, model, was);
+        unsetenv(FELL_BACK_FROM);
+        unsetenv("OPENBLAS_CORETYPE");
+        return;
+    }
+    const char *fam = family_for_cpu();
+    if (!fam || getenv("OPENBLAS_CORETYPE") || strcasecmp(corename(), "Prescott") || !argv || !argv[0]) return;
+    setenv("OPENBLAS_CORETYPE", fam, 1);
+    setenv(FELL_BACK_FROM, corename(), 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");      /* exec failed: the library's choice stays */
+    unsetenv(FELL_BACK_FROM);
+}
