@@ -19,7 +19,8 @@
 # two lanes of one BLAS thread, nothing else -- run right after the pipeline; its row "convert: vs PCA
 # floor" and the second floor total use it (BENCH_PCA_REPS rounds, default 2; BENCH_PCA_FLOOR=0 skips it). bench_pipeline.sh splits the same pipeline into steps (a process per prefix: three times
 # the calibration); this runs it once, for the shapes too large to run three times (8B, 70B). The export
-# lands in OUTDIR/export: leave room for it (~the model's size) and for dd's copy.
+# lands in OUTDIR/export: leave room for it (~the model's size) and for dd's copy (BENCH_DROP_EXPORT=1 lists
+# and removes it before dd).
 shape="" SL=0
 if [ "$1" = --shape ]; then shape=$2 SL=$3; shift 3; fi
 B=$1 M=$2 O=$3; S=${BENCH_SAMPLES:-4} L=${BENCH_SEQLEN:-512}   # the issue's 4 x 512 unless set (a quick check)
@@ -62,6 +63,8 @@ samp pipe "load $M as m; set compute bf16; calibrate ids $O/ids.txt samples $S s
 W_pipe=$W_all
 grep -E "sequences, .* tokens in|^ *[0-9.]+ conversion:|perplexity on|error" $O/pipe.out | cut -c1-170
 EB=$(du -sb $O/export | cut -f1)
+# BENCH_DROP_EXPORT=1: the export removed before dd (disk for one copy, not two: the 70B shape on a 70 GB disk)
+[ "${BENCH_DROP_EXPORT:-0}" = 1 ] && { ls -la $O/export > $O/export.list 2>&1; rm -rf $O/export; }
 t0=$(date +%s.%N); dd if=/dev/zero of=$O/dd bs=16M count=$(((EB + 16777215) / 16777216)) conv=fsync status=none; t1=$(date +%s.%N); rm -f $O/dd
 F_write=$(echo "$t1 - $t0" | bc)
 echo "floor write (dd $EB bytes, fsync): $F_write s"
