@@ -128,8 +128,9 @@ static void test_shapes(void) {
         {1, 1, 1}, {1, 7, 33}, {4, 6, 32}, {3, 5, 31}, {5, 13, 64}, {9, 100, 200}, {37, 300, 300},
         {1, 300, 2500}, {6, 20, 4200}, {17, 260, 130},
         /* bf16 mode's token-lane tiles (16 tokens on): 1-4 vectors with missing tokens, row tails of
-         * 6 / 8 / 12-row tiles, odd K, more than one 64-token block and one 96-row unit */
-        {16, 12, 64}, {33, 25, 65}, {47, 17, 31}, {64, 97, 96}, {130, 200, 257}, {70, 13, 2049},
+         * 6 / 8 / 12-row tiles, odd K, more than one 64-token block and one 96-row unit, K in two and
+         * three passes of 2048 columns */
+        {16, 12, 64}, {33, 25, 65}, {47, 17, 31}, {64, 97, 96}, {130, 200, 257}, {70, 13, 2049}, {40, 30, 4101},
         /* the one-token kernels (1-4 tokens): row tails of their 8 / 6 / 4 / 3-row groups, K below,
          * at and past 32 and not a multiple of it, more than one 128-row unit */
         {2, 17, 1}, {3, 9, 47}, {4, 23, 2049}, {2, 131, 96}, {1, 257, 4097}, {4, 300, 64}, {3, 7, 32}, {1, 15, 95},

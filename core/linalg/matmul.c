@@ -539,36 +539,24 @@ static size_t to_bf16_512(const float *src, size_t n, uint16_t *dst) { (void)src
 #define BT_TB 64             /* tokens per block: 4 vectors */
 #define BT_NB 96             /* rows per unit (a multiple of 6, 8 and 12) */
 
-typedef void (*bt_fn)(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *y, size_t ldy,
-                      size_t nt);
+#define BT_KC 2048           /* columns per pass: a block's packed pairs of them (256 KB) stay in L2 as K grows */
+
+typedef void (*bt_fn)(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *acc, bool first);
 typedef struct { bt_fn many[5], tail[5][3]; int nn[5]; } BtTiles;  /* [NV]: NN-row tiles; 4-, 2- and 1-row tiles */
 
 #if MM_X86
-/* y[v 16 + i][n] = lane i of a[v][n], for the first nt tokens. */
-TGT_512 static inline __attribute__((always_inline)) void bt_store(__m512 a[4][12], float *y, size_t ldy, size_t nt,
-                                                                    const int NV, const int NN) {
-    float buf[16];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) {
-        size_t m = nt - (size_t)v * 16 < 16 ? nt - (size_t)v * 16 : 16;
-#pragma GCC unroll 12
-        for (int n = 0; n < NN; n++) {
-            _mm512_storeu_ps(buf, a[v][n]);
-            for (size_t i = 0; i < m; i++) y[((size_t)v * 16 + i) * ldy + n] = buf[i];
-        }
-    }
-}
-
-/* NV x 16 tokens (packed pairs from xp, vectors xs dwords apart; nt of them real) against NN weight
- * rows (w, stride ldw) over K columns into y; an odd last column pairs with the packed zero. */
+/* NV x 16 tokens (packed pairs from xp, vectors xs dwords apart) against NN weight rows (w, stride ldw)
+ * over K columns (one pass of bt_unit's; an odd last column pairs with the packed zero), added to the
+ * lane sums acc (lanes[n][v]: 16 tokens' sums of row n; first: start from zero). The sums leave the
+ * registers as they are, so K in passes gives the bits of K in one. */
 TGT_BF16 static inline __attribute__((always_inline)) void
-bt_tile(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *y, size_t ldy, size_t nt,
+bt_tile(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, float *acc, bool first,
         const int NV, const int NN) {
     __m512 a[4][12];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
 #pragma GCC unroll 12
-        for (int n = 0; n < NN; n++) a[v][n] = _mm512_setzero_ps();
+        for (int n = 0; n < NN; n++) a[v][n] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + (n * 4 + v) * 16);
     const uint32_t *xq = xp;
     const uint16_t *wq = w;
     for (size_t kp = 0; kp < K / 2; kp++, xq += 16, wq += 2) {
@@ -595,12 +583,15 @@ bt_tile(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K, 
             for (int v = 0; v < NV; v++) a[v][n] = _mm512_dpbf16_ps(a[v][n], xv[v], wb);
         }
     }
-    bt_store(a, y, ldy, nt, NV, NN);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+#pragma GCC unroll 12
+        for (int n = 0; n < NN; n++) _mm512_store_ps(acc + (n * 4 + v) * 16, a[v][n]);
 }
 
 #define BT_FN(nv, nn)                                                                                                 \
     TGT_BF16 static void bt_##nv##x##nn(const uint32_t *xp, size_t xs, const uint16_t *w, size_t ldw, size_t K,      \
-                                        float *y, size_t ldy, size_t nt) { bt_tile(xp, xs, w, ldw, K, y, ldy, nt, nv, nn); }
+                                        float *acc, bool first) { bt_tile(xp, xs, w, ldw, K, acc, first, nv, nn); }
 BT_FN(4, 6) BT_FN(3, 8) BT_FN(2, 12) BT_FN(1, 12)
 BT_FN(4, 4) BT_FN(3, 4) BT_FN(2, 4) BT_FN(1, 4) BT_FN(4, 2) BT_FN(3, 2) BT_FN(2, 2) BT_FN(1, 2)
 BT_FN(4, 1) BT_FN(3, 1) BT_FN(2, 1) BT_FN(1, 1)
@@ -667,23 +658,34 @@ typedef struct {
     size_t ldy;
 } bt_job;
 
-/* Unit i: rows [i BT_NB, +BT_NB) against every block of BT_TB tokens (the block's packed pairs stay
- * in L2 while the unit's rows stream past them); each block's results gather in yt, then go to y
- * row by row (the tiles' 64 scattered rows of y, 8 KB apart when N is 2048, would share L1 sets). */
+/* Unit i: rows [i BT_NB, +BT_NB) against every block of BT_TB tokens, in passes of BT_KC columns (a
+ * block's packed pairs of one pass stay in L2 while the unit's rows stream past them: at hidden 8192
+ * or an MLP's 28672 the whole row's, 1-3.6 MB, did not); the sums gather in lanes (row, vector, lane),
+ * then go to y a token's row at a time (the tiles' 64 scattered rows of y, 8 KB apart when N is 2048,
+ * would share L1 sets). */
 static int bt_unit(size_t i, int worker, void *ud) {
     (void)worker;
     bt_job *j = ud;
     const uint16_t *W = j->W->data;
     size_t K = j->W->cols, xs = (K + 1) / 2 * 16, T = j->T;
     size_t n0 = i * BT_NB, n1 = j->W->rows - n0 < BT_NB ? j->W->rows : n0 + BT_NB;
-    float yt[BT_TB * BT_NB] __attribute__((aligned(64)));   /* (tokens, rows) of the block: y's rows may alias in L1 */
+    float lanes[BT_NB * 4 * 16] __attribute__((aligned(64)));   /* [row][vector][lane]: 24 KB */
     for (size_t t = 0; t < T; t += BT_TB) {
-        size_t nt = T - t < BT_TB ? T - t : BT_TB, nv = (nt + 15) / 16, nn = (size_t)bt_tiles.nn[nv], n = n0;
-        const uint32_t *xp = j->xp + t / 16 * xs;
-        for (; n + nn <= n1; n += nn) bt_tiles.many[nv](xp, xs, W + n * K, K, K, yt + (n - n0), BT_NB, nt);
-        for (int s = 0, r = 4; s < 3; s++, r /= 2)   /* the last rows: 4, 2, 1 at a time */
-            for (; n + (size_t)r <= n1; n += (size_t)r) bt_tiles.tail[nv][s](xp, xs, W + n * K, K, K, yt + (n - n0), BT_NB, nt);
-        for (size_t i = 0; i < nt; i++) memcpy(j->y + (t + i) * j->ldy + n0, yt + i * BT_NB, (n1 - n0) * sizeof(float));
+        size_t nt = T - t < BT_TB ? T - t : BT_TB, nv = (nt + 15) / 16, nn = (size_t)bt_tiles.nn[nv];
+        for (size_t k0 = 0; k0 < K; k0 += BT_KC) {
+            size_t kc = K - k0 < BT_KC ? K - k0 : BT_KC, n = n0;
+            const uint32_t *xp = j->xp + t / 16 * xs + k0 / 2 * 16;
+            const uint16_t *Wk = W + k0;
+            for (; n + nn <= n1; n += nn) bt_tiles.many[nv](xp, xs, Wk + n * K, K, kc, lanes + (n - n0) * 64, k0 == 0);
+            for (int s = 0, r = 4; s < 3; s++, r /= 2)   /* the last rows: 4, 2, 1 at a time */
+                for (; n + (size_t)r <= n1; n += (size_t)r)
+                    bt_tiles.tail[nv][s](xp, xs, Wk + n * K, K, kc, lanes + (n - n0) * 64, k0 == 0);
+        }
+        for (size_t tk = 0; tk < nt; tk++) {
+            float *dst = j->y + (t + tk) * j->ldy + n0;
+            const float *src = lanes + tk / 16 * 16 + tk % 16;
+            for (size_t r = 0; r < n1 - n0; r++) dst[r] = src[r * 64];
+        }
     }
     return AL_OK;
 }
