@@ -34,7 +34,7 @@
 
 typedef struct {
     WMat w;                /* HF (out, in), or (in, out) when io: Conv1D (a float32 view), gpt-oss's experts (F32 / BF16 /
-                              F16 in the mapping, lin_apply_io); w.data NULL: absent */
+                              F16 in the mapping, lin_apply_io: read in place); w.data NULL: absent */
     Mat *b;                /* (1, out) or NULL */
     bool io;
     size_t in, out;
@@ -146,7 +146,6 @@ struct Forward {
     fbuf ple, pg, m1;             /* Gemma 4: this call's per-layer inputs (T, L P), a layer's gate (T, P), the dense
                                      MLP's normed output beside the MoE block (T, D) */
     fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
-    fbuf wx;                      /* one (in, out) BF16 / F16 x @ W weight widened (gpt-oss's experts: lin_apply_io) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
     mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
@@ -196,16 +195,11 @@ static void lin_free(Lin *l) { wmat_free(&l->w); mat_free(l->b); l->b = NULL; }
 
 static int xin_fit(Forward *f, int L, size_t cap);
 
-/* y (T, out; stride ldy) = x (T, in; stride ldx) @ W for an (in, out) weight: F32 as it lies, BF16 / F16 (gpt-oss's
- * experts viewed in the mapping) widened first into the pass's scratch f->wx, one linear at a time -- the values a
- * float32 copy holds, so the same sgemm gives the same bits. */
+/* y (T, out; stride ldy) = x (T, in; stride ldx) @ W for an (in, out) weight: F32, BF16 or F16 (the fused experts
+ * viewed in the mapping, Conv1D) read in place by matmul.c's x @ W kernels -- float32 products of the stored values in
+ * both compute modes, so BF16 experts give an F32 twin's bits. */
 static int lin_apply_io(Forward *f, const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
-    if (l->w.dt == DT_F32) return mm_xw(&l->w, x, ldx, T, y, ldy);
-    float *w = fb_fit(&f->wx, l->w.rows, l->w.cols, "an expert's weights widened");
-    if (!w) return AL_ERR;
-    for (size_t r = 0; r < l->w.rows; r++) wmat_row(&l->w, r, w + r * l->w.cols);
-    WMat wide = {.dt = DT_F32, .data = w, .rows = l->w.rows, .cols = l->w.cols};
-    return mm_xw(&wide, x, ldx, T, y, ldy);
+    return mm_xw(f->mm, &l->w, x, ldx, T, y, ldy);
 }
 
 /* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b), in the pass's compute mode. */
@@ -546,7 +540,7 @@ static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, s
  * interleaved columns, down_proj (E, FI, D), both used as x @ W, and their biases, split into one
  * Ffn per expert (gu: the interleaved [gate, up] pairs). No float copy of the weights: MXFP4 experts
  * as released are viewed per expert in their blocks (expert_fp4), F32 / BF16 / F16 ones in the mapping
- * (fused_view, x @ W: lin_apply widens a BF16 / F16 expert's block when it runs); the biases are float32. */
+ * (fused_view, x @ W: matmul.c reads a BF16 / F16 expert's block in place when it runs); the biases are float32. */
 static int load_experts_fused(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
     static const tensor_role r[4] = {ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS};
     const size_t D = f->D, a[4] = {D, 2 * FI, FI, D}, b[4] = {2 * FI, 0, D, 0};
@@ -993,7 +987,7 @@ void fwd_free(Forward *f) {
         fb_free(&f->rs[i].sn);
     }
     fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
-                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate, &f->wx};
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
