@@ -579,43 +579,17 @@ static int load_fused_experts(Forward *f, int L, bool dry, size_t *bytes, Ffn *e
     return rc;
 }
 
-/* Expert e's block (in, out) of the fused tensor `name` [E, in, out], used as x @ W, as an owned float32
- * (out, in) Lin: the block widened into tmp (in out), then transposed (one expert's copy at a time). */
-static int expert_transposed(Forward *f, const char *name, size_t e, size_t in, size_t out, float *tmp, Lin *l) {
-    const st_entry *t;
-    const st_file *sf;
-    if (store_entry(f->m->store, name, &t, &sf) != AL_OK) return AL_ERR;
-    const char *src = (const char *)st_data(sf, t) + e * in * out * dt_size(t->dtype);
-    if (dt_to_f32(t->dtype, src, in * out, tmp) != AL_OK)
-        return al_err("tensor '%s': %s experts are not read here (F32, BF16, F16)", name, dt_name(t->dtype));
-    Mat *w = mat_new(out, in);
-    if (!w) return AL_ERR;
-    for (size_t i = 0; i < in; i++)
-        for (size_t o = 0; o < out; o++) w->data[o * in + i] = tmp[i * out + o];
-    *l = (Lin){.w = {.dt = DT_F32, .data = w->data, .rows = out, .cols = in, .own = w}, .in = in, .out = out};
-    return AL_OK;
-}
-
-/* Qwen3-VL MoE's and Llama 4's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves,
- * down_proj (E, FI, D); each expert's blocks transposed to (2 FI, D) rows [gate ; up] (Phi-3's `gu`) and (D, FI), in
- * float32 (the attention weights stay mapped; the experts take 4 bytes a weight). */
+/* Qwen3-VL MoE's and Llama 4's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves
+ * (Phi-3's `gu` [gate | up] outputs), down_proj (E, FI, D); each expert's blocks viewed in the mapping as (in, out)
+ * weights, read in place by matmul.c's x @ W kernels (they were transposed into owned float32 copies at load: 4 bytes
+ * a weight held for every expert). */
 static int load_experts_xw(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
-    const size_t D = f->D;
-    char gu[192], dn[192];
-    int rc = role_name(f, ROLE_EXPS_GATE_UP, L, -1, NULL, gu, sizeof gu);
-    if (rc == AL_OK) rc = role_name(f, ROLE_EXPS_DOWN, L, -1, NULL, dn, sizeof dn);
-    dt_fp4 q;
-    if (rc == AL_OK) rc = read_experts(f, gu, E, D, 2 * FI, true, bytes, NULL, &q);     /* shapes and bytes */
-    if (rc == AL_OK) rc = read_experts(f, dn, E, FI, D, true, bytes, NULL, &q);
-    if (rc != AL_OK || dry) return rc;
-    float *tmp = al_calloc(D * 2 * FI, sizeof *tmp, "an expert's weights");
-    if (!tmp) return AL_ERR;
+    int rc = AL_OK;
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         ex[e].ffn = FI;
-        rc = expert_transposed(f, gu, e, D, 2 * FI, tmp, &ex[e].gu);
-        if (rc == AL_OK) rc = expert_transposed(f, dn, e, FI, D, tmp, &ex[e].down);
+        rc = fused_view(f, L, ROLE_EXPS_GATE_UP, e, f->D, 2 * FI, true, dry, bytes, &ex[e].gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_EXPS_DOWN, e, FI, f->D, true, dry, bytes, &ex[e].down);
     }
-    free(tmp);
     return rc;
 }
 
