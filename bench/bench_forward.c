@@ -53,7 +53,11 @@
  *                           mode, with BF16 weights on the one-token kernels and on the 4 x 6 /
  *                           1 x 6 tiles (mm_matvec(false), the code before them), the four
  *                           interleaved, best of REPS (default 3): tok/s, ratio to the floor,
- *                           kernels / tiles, and whether the greedy tokens agree. */
+ *                           kernels / tiles, and whether the greedy tokens agree. On an MoE model (routed
+ *                           experts stored as ".experts." tensors: gpt-oss's) the floor counts top_k of the
+ *                           n_experts experts' bytes per token, and the pairs compared are the experts' x @ W
+ *                           read in place against each expert widened whole before one sgemm (mm_xw_in_place(false),
+ *                           the code before; bench/bench_moe_decode.sh). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -761,44 +765,74 @@ static void print_load(const char *when) {
     printf("load average %s: %s (%ld CPUs)\n", when, buf, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
+/* Bytes of m's routed experts (tensors named ".experts.": gpt-oss's stacked weights and biases) among all. */
+static size_t expert_bytes(const Model *m) {
+    size_t b = 0;
+    for (size_t t = 0; t < store_count(m->store); t++) {
+        const st_entry *e;
+        const st_file *f;
+        const char *name = store_name_at(m->store, t);
+        if (strstr(name, ".experts.") && store_entry(m->store, name, &e, &f) == AL_OK) b += e->end - e->begin;
+    }
+    return b;
+}
+
+/* One decode configuration: the compute mode, and the kernels before (old) or now. Dense models compare the
+ * one-token kernels with the tiles before them (mm_matvec); MoE models the experts' x @ W read in place with each
+ * expert widened whole before its sgemm (mm_xw_in_place). */
+static void decode_config(Forward *f, int c, bool moe) {
+    fwd_set_compute(f, c < 2 ? MM_F32 : MM_BF16);
+    if (moe) mm_xw_in_place(c % 2 == 0);
+    else mm_matvec(c % 2 == 0);
+}
+
 static int bench_decode(const char *dir, size_t n, int reps) {
     Model *m = NULL;
     Forward *f = NULL;
     if (model_open(dir, &m) != AL_OK || fwd_new(m, NULL, &f) != AL_OK) { fprintf(stderr, "%s: %s\n", dir, al_errmsg()); return 1; }
     enum { P = 128 };
-    size_t V = fwd_vocab(f), bytes = 0;
+    size_t V = fwd_vocab(f), bytes = 0, E = (size_t)m->cfg.moe.n_experts, k = (size_t)m->cfg.moe.top_k;
+    bool moe = E > 0 && k > 0 && expert_bytes(m) > 0;
     int ids[P], *tok = malloc(4 * n * sizeof *tok);
     float *z = malloc(V * sizeof *z);
     for (size_t i = 0; i < P; i++) ids[i] = (int)((i * 2654435761u) % (V - 3)) + 3;
     print_load("at start");
-    double rc = 0, rd = read_weights_s(m, reps + 2, &bytes, &rc), floor = 1 / rd;
-    printf("%s: %d threads; the floor: %.3f GB of weights per token (all but the embeddings) read once from the "
-           "mapping in %.4f s wall, %.4f CPU s (%.1f GB/s, best of %d) -> %.1f tok/s\n", dir, al_threads(),
-           (double)bytes / 1e9, rd, rc, (double)bytes / rd / 1e9, reps + 2, floor);
+    double rc = 0, rd = read_weights_s(m, reps + 2, &bytes, &rc);
+    size_t ex = moe ? expert_bytes(m) : 0, active = bytes - ex + ex / E * k;   /* a token reads k of E experts */
+    double floor = (double)bytes / rd / (double)active, fcpu = rc * (double)active / (double)bytes;
+    printf("%s: %d threads; read bandwidth: %.3f GB (all but the embeddings) read once from the mapping in %.4f s "
+           "wall, %.4f CPU s (%.1f GB/s, best of %d)\n", dir, al_threads(), (double)bytes / 1e9, rd, rc,
+           (double)bytes / rd / 1e9, reps + 2);
+    if (moe)
+        printf("  the floor: %.3f GB per token (all but the embeddings and %zu of %zu experts: %.3f GB of them) -> "
+               "%.1f tok/s\n", (double)active / 1e9, E - k, E, (double)ex / 1e9, floor);
+    else printf("  the floor: every weight once per token -> %.1f tok/s\n", floor);
     double best[4] = {1e30, 1e30, 1e30, 1e30}, bcpu[4] = {1e30, 1e30, 1e30, 1e30}, cpu;
-    static const char *what[4] = {"f32  one-token kernels", "f32  tiles (before)", "bf16 one-token kernels",
-                                  "bf16 tiles (before)"};
+    static const char *dense[4] = {"f32  one-token kernels", "f32  tiles (before)", "bf16 one-token kernels",
+                                   "bf16 tiles (before)"};
+    static const char *moes[4] = {"f32  experts in place", "f32  experts widened", "bf16 experts in place",
+                                  "bf16 experts widened"};
+    const char *const *what = moe ? moes : dense;
     for (int c = 0; c < 4; c++) {                                     /* warm-up of each */
-        fwd_set_compute(f, c < 2 ? MM_F32 : MM_BF16);
-        mm_matvec(c % 2 == 0);
+        decode_config(f, c, moe);
         decode_run(f, ids, P, 4, z, tok + (size_t)c * n, &cpu);
     }
     for (int r = 0; r < reps; r++)
         for (int c = 0; c < 4; c++) {
-            fwd_set_compute(f, c < 2 ? MM_F32 : MM_BF16);
-            mm_matvec(c % 2 == 0);
+            decode_config(f, c, moe);
             double d = decode_run(f, ids, P, n, z, tok + (size_t)c * n, &cpu);
             best[c] = d < best[c] ? d : best[c];
             bcpu[c] = cpu < bcpu[c] ? cpu : bcpu[c];
         }
     mm_matvec(true);
+    mm_xw_in_place(true);
     for (int c = 0; c < 4; c++)
         printf("  decode %-25s %zu tokens after %d: %.3f s  %6.2f tok/s  (%.2fx the floor)  CPU %.3f s/token (%.2fx the "
                "floor's)\n", what[c], n, P, best[c], (double)n / best[c], (double)n / best[c] / floor, bcpu[c] / (double)n,
-               bcpu[c] / (double)n / rc);
+               bcpu[c] / (double)n / fcpu);
     for (int c = 0; c < 4; c += 2)
-        printf("  %s: one-token kernels / tiles: speed %.2fx, CPU %.2fx; greedy tokens %s\n", c ? "bf16" : "f32 ",
-               best[c + 1] / best[c], bcpu[c] / bcpu[c + 1],
+        printf("  %s: %s: speed %.2fx, CPU %.2fx; greedy tokens %s\n", c ? "bf16" : "f32 ",
+               moe ? "experts in place / widened" : "one-token kernels / tiles", best[c + 1] / best[c], bcpu[c] / bcpu[c + 1],
                memcmp(tok + (size_t)c * n, tok + (size_t)(c + 1) * n, n * sizeof *tok) ? "DIFFER" : "identical");
     print_load("at end");
     free(tok);

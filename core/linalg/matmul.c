@@ -5,7 +5,8 @@
  * per-panel float32 route (dequantized FP8, and everything where the CPU lacks AVX-512: a panel
  * then a one-thread sgemm), one-token kernels for BF16 weights at 1-4 tokens (row groups over all
  * columns, the next group prefetched), FP4 / INT4 register tiles for fewer than 64 tokens (at 1-4
- * tokens in the same row groups over all columns, the next group's codes prefetched), the run-time
+ * tokens in the same row groups over all columns, the next group's codes prefetched), x @ W for
+ * (in, out) F32 / BF16 / F16 weights read in place (one FMA chain per output in row order), the run-time
  * choice of kernels and the per-worker scratch; units run on the persistent pool (pool.h). See
  * matmul.h for the contract. */
 #define _GNU_SOURCE
@@ -302,7 +303,8 @@ struct MmWork {
     float *xr;               /* activations rounded to BF16, as float (cap) */
     uint32_t *xp;            /* BF16 activation pairs packed for the token-lane tiles (pcap) */
     float *xs;               /* activations split even / odd per 32 columns for the FP4 tiles (scap) */
-    size_t xcap, rcap, pcap, scap;
+    float *wx;               /* mm_xw_in_place(false): one (in, out) weight widened whole (wxcap) */
+    size_t xcap, rcap, pcap, scap, wxcap;
 };
 
 MmWork *mm_work_new(int nthreads) {
@@ -322,6 +324,7 @@ void mm_work_free(MmWork *wk) {
     free(wk->xr);
     free(wk->xp);
     free(wk->xs);
+    free(wk->wx);
     free(wk);
 }
 
@@ -1262,6 +1265,234 @@ static int xwt_bf16(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_
     return run_tiles(wk, W, wk->xb, W->cols, sizeof(uint16_t), T, y, ldy, &bf_tiles);
 }
 
+/* ================================================================ x @ W: (in, out) weights read in place */
+
+/* y = x @ W for W (K, N) stored row-major in F32 / BF16 / F16 (gpt-oss's fused experts, Qwen3-VL-MoE's and Llama 4's,
+ * Conv1D), read where it lies: no widened copy. AVX-512: every output y[t][j] is one float32 FMA chain over
+ * k = 0, 1, ..., K - 1 in that order, whatever T, the tile, the threads or the passes (a pass stores its partial sums
+ * in y and the next resumes from them: the same floats), so the result is the scalar loop
+ * acc = fmaf(x[t][k], W[k][j], acc)'s bit for bit, and the same for every dtype holding the same values. A tile is
+ * NT tokens x NG groups of 32 columns, two accumulators a group: F32 and F16 its first and second 16 columns, BF16
+ * one 64-byte load split into the even columns (shifted up) and the odd ones (masked), interleaved again when
+ * stored. At 1-4 tokens (decoding) a tile streams all K rows of its columns once (NT NG = 12: 384 columns at one
+ * token, 96 at four), prefetching row k + XW_PF of its columns into L2 (each row's part of a tile lies in another
+ * 4 KB page: the hardware prefetcher does not follow it); from 5 tokens on, passes of XW_KC rows in tiles of 96
+ * columns (48 KB of BF16: they stay in L1 while every group of 4 tokens runs over them). Without AVX-512 (or
+ * mm_simd(false)): panels of rows widened into the worker's buffer and a one-thread sgemm (the same values; float32
+ * sums in sgemm's order). mm_xw_in_place(false): the route before, each BF16 / F16 W widened whole into wk->wx and
+ * one sgemm (F32 as it lies). */
+#define XW_KC 256            /* rows per pass from 5 tokens on */
+#define XW_PF 8              /* rows ahead that decoding prefetches */
+#define XW_MAXT 4            /* tokens a tile holds */
+
+static atomic_int xw_widen;  /* mm_xw_in_place(false) */
+
+void mm_xw_in_place(bool on) { atomic_store(&xw_widen, !on); }
+
+enum { XW_F32, XW_BF16, XW_F16 };
+
+typedef void (*xw_fn)(const float *x, size_t ldx, const uint8_t *w, size_t ldw, size_t kc, size_t nc, float *y,
+                      size_t ldy, bool acc, bool pf);
+typedef struct { xw_fn dec[XW_MAXT], pass[XW_MAXT]; } XwTiles;   /* [NT - 1]: decoding's tiles, the passes' */
+static const size_t xw_dec_cols[XW_MAXT] = {384, 192, 128, 96};    /* 32 NG of decoding's tiles */
+#define XW_PASS_COLS 96
+
+#if MM_X86
+/* The 32 stored weights of columns [0, 32) at p (those of mask m) as two float32 vectors: F32 / F16 the first and
+ * second 16 columns, BF16 the even and the odd ones. */
+TGT_512 static inline __attribute__((always_inline)) void xw_load32(const uint8_t *p, __mmask32 m, __m512 *lo,
+                                                                     __m512 *hi, const int dt) {
+    if (dt == XW_F32) {
+        *lo = _mm512_maskz_loadu_ps((__mmask16)m, p);
+        *hi = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 64);
+    } else if (dt == XW_F16) {
+        *lo = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)m, p));
+        *hi = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)(m >> 16), p + 32));
+    } else {
+        __m512i v = _mm512_maskz_loadu_epi16(m, p);
+        *lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        *hi = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+    }
+}
+
+/* Columns [0, 32) of y (those of m) as a group's two accumulators (zero outside m), and back: BF16's even / odd
+ * lanes de-interleaved and interleaved. */
+TGT_512 static inline __attribute__((always_inline)) void xw_get32(const float *y, __mmask32 m, __m512 *lo, __m512 *hi,
+                                                                    const int dt) {
+    __m512 a = _mm512_maskz_loadu_ps((__mmask16)m, y), b = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), y + 16);
+    if (dt != XW_BF16) { *lo = a; *hi = b; return; }
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *lo = _mm512_permutex2var_ps(a, ev, b);
+    *hi = _mm512_permutex2var_ps(a, _mm512_add_epi32(ev, _mm512_set1_epi32(1)), b);
+}
+
+TGT_512 static inline __attribute__((always_inline)) void xw_put32(float *y, __mmask32 m, __m512 lo, __m512 hi,
+                                                                    const int dt) {
+    if (dt == XW_BF16) {
+        const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        __m512 a = _mm512_permutex2var_ps(lo, il, hi);
+        hi = _mm512_permutex2var_ps(lo, _mm512_add_epi32(il, _mm512_set1_epi32(8)), hi);
+        lo = a;
+    }
+    _mm512_mask_storeu_ps(y, (__mmask16)m, lo);
+    _mm512_mask_storeu_ps(y + 16, (__mmask16)(m >> 16), hi);
+}
+
+/* y[t][0 .. nc) (+)= sum over the kc rows of w (stride ldw bytes) of x[t][k] w[k][.] for NT tokens (x stride ldx),
+ * nc <= 32 NG columns, each sum one FMA chain in k's order continued from y's value when acc; pf: row k + XW_PF's
+ * lines of the tile prefetched into L2 while row k is read. */
+TGT_512 static inline __attribute__((always_inline)) void
+xw_tile(const float *x, size_t ldx, const uint8_t *w, size_t ldw, size_t kc, size_t nc, float *y, size_t ldy, bool acc,
+        bool pf, const int NT, const int NG, const int dt) {
+    const size_t gb = dt == XW_F32 ? 128 : 64;        /* bytes of a group's 32 weights */
+    __m512 a[XW_MAXT][12][2];
+    __mmask32 m[12];
+    int ng = 0;                                        /* groups with columns */
+#pragma GCC unroll 12
+    for (int g = 0; g < NG; g++) {
+        size_t c = (size_t)g * 32;
+        m[g] = c >= nc ? 0 : nc - c >= 32 ? (__mmask32)~0u : (__mmask32)((1u << (nc - c)) - 1);
+        ng += m[g] != 0;
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 12
+        for (int g = 0; g < NG; g++) {
+            if (acc) xw_get32(y + (size_t)t * ldy + (size_t)g * 32, m[g], &a[t][g][0], &a[t][g][1], dt);
+            else a[t][g][0] = a[t][g][1] = _mm512_setzero_ps();
+        }
+    for (size_t k = 0; k < kc; k++) {
+        const uint8_t *wr = w + k * ldw;
+        if (pf && k + XW_PF < kc)
+            for (int i = 0; i < ng * (int)(gb / 64); i++) _mm_prefetch((const char *)(wr + XW_PF * ldw + (size_t)i * 64), _MM_HINT_T1);
+        __m512 xb[XW_MAXT];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) xb[t] = _mm512_set1_ps(x[(size_t)t * ldx + k]);
+#pragma GCC unroll 12
+        for (int g = 0; g < NG; g++) {
+            __m512 lo, hi;
+            xw_load32(wr + (size_t)g * gb, m[g], &lo, &hi, dt);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                a[t][g][0] = _mm512_fmadd_ps(xb[t], lo, a[t][g][0]);
+                a[t][g][1] = _mm512_fmadd_ps(xb[t], hi, a[t][g][1]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 12
+        for (int g = 0; g < NG; g++) xw_put32(y + (size_t)t * ldy + (size_t)g * 32, m[g], a[t][g][0], a[t][g][1], dt);
+}
+
+#define XW_FN(d, nt, ng)                                                                                              \
+    TGT_512 static void xw_##d##_##nt##x##ng(const float *x, size_t ldx, const uint8_t *w, size_t ldw, size_t kc,    \
+                                             size_t nc, float *y, size_t ldy, bool acc, bool pf) {                   \
+        xw_tile(x, ldx, w, ldw, kc, nc, y, ldy, acc, pf, nt, ng, XW_##d);                                            \
+    }
+#define XW_FNS(d)                                                                                                     \
+    XW_FN(d, 1, 12) XW_FN(d, 2, 6) XW_FN(d, 3, 4) XW_FN(d, 4, 3) XW_FN(d, 1, 3) XW_FN(d, 2, 3) XW_FN(d, 3, 3)        \
+    static const XwTiles xw_##d##_tiles = {{xw_##d##_1x12, xw_##d##_2x6, xw_##d##_3x4, xw_##d##_4x3},                \
+                                           {xw_##d##_1x3, xw_##d##_2x3, xw_##d##_3x3, xw_##d##_4x3}};
+XW_FNS(F32) XW_FNS(BF16) XW_FNS(F16)
+static const XwTiles *xw_tiles(dt_type dt) { return dt == DT_F32 ? &xw_F32_tiles : dt == DT_BF16 ? &xw_BF16_tiles : &xw_F16_tiles; }
+#else
+static const XwTiles *xw_tiles(dt_type dt) { (void)dt; return NULL; }    /* never used: no x86 kernels */
+#endif
+
+typedef struct {
+    const WMat *W;           /* (K, N) */
+    const float *x;
+    size_t ldx, T;
+    float *y;
+    size_t ldy, tw, per;     /* columns per tile, tiles per unit */
+    const XwTiles *tl;       /* NULL: the panels */
+    MmWork *wk;
+} xw_job;
+
+/* Unit i of the tiles: columns [i per tw, +per tw); at 1-4 tokens each tile over all rows at once, else passes of
+ * XW_KC rows, every 4 tokens against each tile of the pass. */
+static int xw_unit(size_t i, int worker, void *ud) {
+    (void)worker;
+    const xw_job *j = ud;
+    const size_t K = j->W->rows, N = j->W->cols, es = dt_size(j->W->dt), T = j->T, ldw = N * es;
+    const uint8_t *w = j->W->data;
+    size_t c0 = i * j->per * j->tw, c1 = N - c0 < j->per * j->tw ? N : c0 + j->per * j->tw;
+    if (T <= XW_MAXT) {
+        for (size_t c = c0; c < c1; c += j->tw)
+            j->tl->dec[T - 1](j->x, j->ldx, w + c * es, ldw, K, c1 - c < j->tw ? c1 - c : j->tw, j->y + c, j->ldy, false,
+                              true);
+        return AL_OK;
+    }
+    for (size_t k0 = 0; k0 < K; k0 += XW_KC) {
+        size_t kc = K - k0 < XW_KC ? K - k0 : XW_KC;
+        for (size_t c = c0; c < c1; c += j->tw)
+            for (size_t t = 0; t < T; t += XW_MAXT) {
+                size_t nt = T - t < XW_MAXT ? T - t : XW_MAXT;
+                j->tl->pass[nt - 1](j->x + t * j->ldx + k0, j->ldx, w + k0 * ldw + c * es, ldw, kc,
+                                    c1 - c < j->tw ? c1 - c : j->tw, j->y + t * j->ldy + c, j->ldy, k0 > 0, t == 0);
+            }
+    }
+    return AL_OK;
+}
+
+/* Unit i of the portable route: columns [i tw, +tw) (tw <= MM_PANEL_COLS), MM_PANEL_ROWS rows at a time widened
+ * into the worker's panel and multiplied by a one-thread sgemm, accumulated in y. */
+static int xw_panel_unit(size_t i, int worker, void *ud) {
+    const xw_job *j = ud;
+    const size_t K = j->W->rows, N = j->W->cols, c0 = i * j->tw, nc = N - c0 < j->tw ? N - c0 : j->tw;
+    float *buf = j->wk->pan[worker];
+    for (size_t k0 = 0; k0 < K; k0 += MM_PANEL_ROWS) {
+        size_t kc = K - k0 < MM_PANEL_ROWS ? K - k0 : MM_PANEL_ROWS;
+        panel(j->W, k0, kc, c0, nc, buf, false);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->T, (int)nc, (int)kc, 1.f, j->x + k0, (int)j->ldx,
+                    buf, (int)nc, k0 ? 1.f : 0.f, j->y + c0, (int)j->ldy);
+    }
+    return AL_OK;
+}
+
+/* The route before: a BF16 / F16 W widened whole into wk->wx, then one sgemm (sgemv at one token). */
+static int xw_widened(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    const float *wf = W->data;
+    if (W->dt != DT_F32) {
+        size_t n;
+        if (!al_mul_ok(W->rows, W->cols, &n, "a weight widened") ||
+            buf_fit((void **)&wk->wx, &wk->wxcap, n, sizeof(float), "a weight widened"))
+            return AL_ERR;
+        for (size_t r = 0; r < W->rows; r++) wmat_row(W, r, wk->wx + r * W->cols);
+        wf = wk->wx;
+    }
+    if (T == 1)
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)W->rows, (int)W->cols, 1.f, wf, (int)W->cols, x, 1, 0.f, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)W->cols, (int)W->rows, 1.f, x, (int)ldx, wf,
+                    (int)W->cols, 0.f, y, (int)ldy);
+    return AL_OK;
+}
+
+int mm_xw(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
+    if (W->dt != DT_F32 && W->dt != DT_BF16 && W->dt != DT_F16)
+        return al_err("internal: an (in, out) weight must be F32, BF16 or F16, not %s", dt_name(W->dt));
+    if (T == 0 || W->cols == 0) return AL_OK;
+    if (W->rows == 0) {                                 /* an empty sum */
+        for (size_t t = 0; t < T; t++) memset(y + t * ldy, 0, W->cols * sizeof(float));
+        return AL_OK;
+    }
+    if (atomic_load(&xw_widen)) return xw_widened(wk, W, x, ldx, T, y, ldy);
+    size_t N = W->cols, nt = wk->nthreads > 0 ? (size_t)wk->nthreads : 1, work = T * W->rows * N;
+    xw_job j = {.W = W, .x = x, .ldx = ldx, .T = T, .y = y, .ldy = ldy, .wk = wk};
+    if (!use_avx512()) {
+        if (pan_fit(wk)) return AL_ERR;
+        j.tw = unit_rows(N, wk->nthreads, MM_PANEL_COLS, 16);
+        return run_units(wk, N, j.tw, work, xw_panel_unit, &j);
+    }
+    j.tl = xw_tiles(W->dt);
+    j.tw = T <= XW_MAXT ? xw_dec_cols[T - 1] : XW_PASS_COLS;
+    size_t tiles = (N + j.tw - 1) / j.tw;
+    j.per = (tiles + nt - 1) / nt;                      /* a unit per worker */
+    return run_units(wk, N, j.per * j.tw, work, xw_unit, &j);
+}
+
 /* ================================================================ exponentials: SiLU, softmax */
 
 #if MM_X86
@@ -1341,14 +1572,4 @@ int mm_xwt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, floa
     }
     if (c == MM_BF16 && W->dt == DT_BF16) return xwt_bf16(wk, W, x, ldx, T, y, ldy);
     return xwt_f32(wk, W, x, ldx, T, y, ldy);
-}
-
-int mm_xw(const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
-    if (W->dt != DT_F32) return al_err("internal: a Conv1D weight must be a float32 view");
-    if (T == 1)
-        cblas_sgemv(CblasRowMajor, CblasTrans, (int)W->rows, (int)W->cols, 1.f, W->data, (int)W->cols, x, 1, 0.f, y, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)W->cols, (int)W->rows, 1.f, x, (int)ldx,
-                    W->data, (int)W->cols, 0.f, y, (int)ldy);
-    return AL_OK;
 }

@@ -33,6 +33,9 @@
  * 1 and 16 tokens, NVFP4 0.8-1.5x).
  * Dtypes without a kernel (F64, F8_E5M2) and Conv1D (in, out) weights stored in anything but F32
  * are converted to an owned float32 copy when the view is made (GPT-2-style models only).
+ * (in, out) weights multiplied as x @ W (mm_xw: fused experts, Conv1D) are read in place in F32 / BF16 / F16:
+ * AVX-512 register tiles of up to 4 tokens x 384 columns that stream the rows once at 1-4 tokens (decoding), passes
+ * of 256 rows in tiles of 96 columns from 5 tokens on; per-panel sgemms elsewhere.
  *
  * Work is split over MmWork's workers (the persistent pool of pool.h, one BLAS thread each) by
  * blocks of output columns; MmWork owns the per-worker panels and the BF16 activation buffer, allocated once and
@@ -106,7 +109,12 @@ void mm_silu_mul(float *a, const float *b, size_t n);
  * elsewhere expf); returns their sum, accumulated in double. */
 double mm_exp_sum(float *s, size_t n, float sub);
 
-/* y (T, W.cols) = x (T, W.rows) @ W for a Conv1D weight (an F32 view, wmat_view's f32_only). */
-int mm_xw(const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy);
+/* y (T, W.cols; row stride ldy) = x (T, W.rows; stride ldx) @ W for an (in, out) weight stored F32, BF16 or F16
+ * (gpt-oss's, Qwen3-VL-MoE's and Llama 4's fused experts viewed in the mapping; Conv1D's F32 views), read in place,
+ * never widened whole, in either compute mode's numbers (float32 products of the stored values): on AVX-512 each
+ * output is one float32 FMA chain over the rows in order -- the scalar fmaf loop's result bit for bit, the same for
+ * any T, thread count and dtype holding the same values --; elsewhere per-panel sgemms (float32 rounding of the same
+ * sum). Returns AL_OK, AL_ERR (another dtype; out of memory) or AL_INTERRUPTED. */
+int mm_xw(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy);
 
 #endif

@@ -21,5 +21,9 @@ void mm_pool(bool on);
  * kernels (groups of rows over all columns, the next group prefetched). For tests and bench_forward
  * --decode's comparison; not while a product runs. */
 void mm_matvec(bool on);
+/* false: mm_xw widens a BF16 / F16 (in, out) weight whole into the scratch and runs one sgemm (F32 as it lies), as
+ * before the in-place kernels; true (the default) reads it in place. For tests and bench_forward --decode's
+ * comparison of an MoE model's experts; not while a product runs. */
+void mm_xw_in_place(bool on);
 
 #endif

@@ -34,7 +34,7 @@
 
 typedef struct {
     WMat w;                /* HF (out, in), or (in, out) when io: Conv1D (a float32 view), gpt-oss's experts (F32 / BF16 /
-                              F16 in the mapping, lin_apply_io); w.data NULL: absent */
+                              F16 in the mapping, lin_apply_io: read in place); w.data NULL: absent */
     Mat *b;                /* (1, out) or NULL */
     bool io;
     size_t in, out;
@@ -146,7 +146,6 @@ struct Forward {
     fbuf ple, pg, m1;             /* Gemma 4: this call's per-layer inputs (T, L P), a layer's gate (T, P), the dense
                                      MLP's normed output beside the MoE block (T, D) */
     fbuf iq, iwt;                 /* the indexer's queries (T, IH ID) after RoPE and head weights (T, IH) */
-    fbuf wx;                      /* one (in, out) BF16 / F16 x @ W weight widened (gpt-oss's experts: lin_apply_io) */
     int nworkers;
     MmWork *mm;                   /* the products' per-worker panels and BF16 activations */
     mm_compute compute;           /* f32 or bf16 (fwd_set_compute) */
@@ -196,16 +195,11 @@ static void lin_free(Lin *l) { wmat_free(&l->w); mat_free(l->b); l->b = NULL; }
 
 static int xin_fit(Forward *f, int L, size_t cap);
 
-/* y (T, out; stride ldy) = x (T, in; stride ldx) @ W for an (in, out) weight: F32 as it lies, BF16 / F16 (gpt-oss's
- * experts viewed in the mapping) widened first into the pass's scratch f->wx, one linear at a time -- the values a
- * float32 copy holds, so the same sgemm gives the same bits. */
+/* y (T, out; stride ldy) = x (T, in; stride ldx) @ W for an (in, out) weight: F32, BF16 or F16 (the fused experts
+ * viewed in the mapping, Conv1D) read in place by matmul.c's x @ W kernels -- float32 products of the stored values in
+ * both compute modes, so BF16 experts give an F32 twin's bits. */
 static int lin_apply_io(Forward *f, const Lin *l, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
-    if (l->w.dt == DT_F32) return mm_xw(&l->w, x, ldx, T, y, ldy);
-    float *w = fb_fit(&f->wx, l->w.rows, l->w.cols, "an expert's weights widened");
-    if (!w) return AL_ERR;
-    for (size_t r = 0; r < l->w.rows; r++) wmat_row(&l->w, r, w + r * l->w.cols);
-    WMat wide = {.dt = DT_F32, .data = w, .rows = l->w.rows, .cols = l->w.cols};
-    return mm_xw(&wide, x, ldx, T, y, ldy);
+    return mm_xw(f->mm, &l->w, x, ldx, T, y, ldy);
 }
 
 /* y (T, out; row stride ldy) = x (T, in; stride ldx) @ W^T (+ b), in the pass's compute mode. */
@@ -546,7 +540,7 @@ static int fused_view(Forward *f, int L, tensor_role r, size_t e, size_t rows, s
  * interleaved columns, down_proj (E, FI, D), both used as x @ W, and their biases, split into one
  * Ffn per expert (gu: the interleaved [gate, up] pairs). No float copy of the weights: MXFP4 experts
  * as released are viewed per expert in their blocks (expert_fp4), F32 / BF16 / F16 ones in the mapping
- * (fused_view, x @ W: lin_apply widens a BF16 / F16 expert's block when it runs); the biases are float32. */
+ * (fused_view, x @ W: matmul.c reads a BF16 / F16 expert's block in place when it runs); the biases are float32. */
 static int load_experts_fused(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
     static const tensor_role r[4] = {ROLE_EXPS_GATE_UP, ROLE_EXPS_GATE_UP_BIAS, ROLE_EXPS_DOWN, ROLE_EXPS_DOWN_BIAS};
     const size_t D = f->D, a[4] = {D, 2 * FI, FI, D}, b[4] = {2 * FI, 0, D, 0};
@@ -585,43 +579,17 @@ static int load_fused_experts(Forward *f, int L, bool dry, size_t *bytes, Ffn *e
     return rc;
 }
 
-/* Expert e's block (in, out) of the fused tensor `name` [E, in, out], used as x @ W, as an owned float32
- * (out, in) Lin: the block widened into tmp (in out), then transposed (one expert's copy at a time). */
-static int expert_transposed(Forward *f, const char *name, size_t e, size_t in, size_t out, float *tmp, Lin *l) {
-    const st_entry *t;
-    const st_file *sf;
-    if (store_entry(f->m->store, name, &t, &sf) != AL_OK) return AL_ERR;
-    const char *src = (const char *)st_data(sf, t) + e * in * out * dt_size(t->dtype);
-    if (dt_to_f32(t->dtype, src, in * out, tmp) != AL_OK)
-        return al_err("tensor '%s': %s experts are not read here (F32, BF16, F16)", name, dt_name(t->dtype));
-    Mat *w = mat_new(out, in);
-    if (!w) return AL_ERR;
-    for (size_t i = 0; i < in; i++)
-        for (size_t o = 0; o < out; o++) w->data[o * in + i] = tmp[i * out + o];
-    *l = (Lin){.w = {.dt = DT_F32, .data = w->data, .rows = out, .cols = in, .own = w}, .in = in, .out = out};
-    return AL_OK;
-}
-
-/* Qwen3-VL MoE's and Llama 4's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves,
- * down_proj (E, FI, D); each expert's blocks transposed to (2 FI, D) rows [gate ; up] (Phi-3's `gu`) and (D, FI), in
- * float32 (the attention weights stay mapped; the experts take 4 bytes a weight). */
+/* Qwen3-VL MoE's and Llama 4's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves
+ * (Phi-3's `gu` [gate | up] outputs), down_proj (E, FI, D); each expert's blocks viewed in the mapping as (in, out)
+ * weights, read in place by matmul.c's x @ W kernels (they were transposed into owned float32 copies at load: 4 bytes
+ * a weight held for every expert). */
 static int load_experts_xw(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
-    const size_t D = f->D;
-    char gu[192], dn[192];
-    int rc = role_name(f, ROLE_EXPS_GATE_UP, L, -1, NULL, gu, sizeof gu);
-    if (rc == AL_OK) rc = role_name(f, ROLE_EXPS_DOWN, L, -1, NULL, dn, sizeof dn);
-    dt_fp4 q;
-    if (rc == AL_OK) rc = read_experts(f, gu, E, D, 2 * FI, true, bytes, NULL, &q);     /* shapes and bytes */
-    if (rc == AL_OK) rc = read_experts(f, dn, E, FI, D, true, bytes, NULL, &q);
-    if (rc != AL_OK || dry) return rc;
-    float *tmp = al_calloc(D * 2 * FI, sizeof *tmp, "an expert's weights");
-    if (!tmp) return AL_ERR;
+    int rc = AL_OK;
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
         ex[e].ffn = FI;
-        rc = expert_transposed(f, gu, e, D, 2 * FI, tmp, &ex[e].gu);
-        if (rc == AL_OK) rc = expert_transposed(f, dn, e, FI, D, tmp, &ex[e].down);
+        rc = fused_view(f, L, ROLE_EXPS_GATE_UP, e, f->D, 2 * FI, true, dry, bytes, &ex[e].gu);
+        if (rc == AL_OK) rc = fused_view(f, L, ROLE_EXPS_DOWN, e, FI, f->D, true, dry, bytes, &ex[e].down);
     }
-    free(tmp);
     return rc;
 }
 
@@ -993,7 +961,7 @@ void fwd_free(Forward *f) {
         fb_free(&f->rs[i].sn);
     }
     fbuf *bs[] = {&f->x, &f->h, &f->y, &f->q, &f->k, &f->v, &f->att, &f->f1, &f->f2, &f->lat, &f->lat2, &f->kvb,
-                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate, &f->wx};
+                  &f->logit, &f->scores, &f->mx, &f->gx, &f->gy, &f->rl, &f->perm, &f->iq, &f->iwt, &f->gate};
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) fb_free(bs[i]);
     free(f);
 }
