@@ -370,8 +370,10 @@ static double fast_fused_err(const LinGramSide *a, const FastSide *fa, double gb
     double gbnorm = gbmax + ef * gbfro + gberr;                   /* >= ||G_B||_2 */
     /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W (in double on both
      * routes: in float, spectra_gram_fused_core's bound left 64 of 1024 R1 heads open at tau
-     * 0.999, more than the float products saved) */
-    double trmm = 2 * gam_d((double)k + 1) * sqrt(lf2) *
+     * 0.999, more than the float products saved); a bound on the computed M's error, while both
+     * solves read M's lower triangle only, mirrored: sqrt(2) times it bounds that (the lower
+     * entries counted twice) */
+    double trmm = 2 * M_SQRT2 * gam_d((double)k + 1) * sqrt(lf2) *
                   (sqrt(l2) * gbfro + (gbmax + ef * gbfro) * sqrt(lf2)) * (1 + 1e-3);
     /* the Grams' errors; rounding twice (this route and the double route's own); the core's two
      * solves, this route's and the double one's (mfro is ||values||_2 as computed: ||M||_F <=
