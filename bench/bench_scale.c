@@ -261,6 +261,7 @@ typedef struct {
     double *wd;             /* (threads, FLOOR_BATCH, 6, 128) eigenvalues */
     SymeigWork *ws[64];     /* (threads) the eigen-solver's scratch */
     GbfWork *gw[64];        /* (threads) the AMX chunk's scratch */
+    GbfAcc *acc[64];        /* (threads) its float accumulator (gram.c's, one G at a time) */
     double part[64][2][3];  /* (threads) thread CPU seconds per pair (VO, QK) and part (PARTS) */
 } FastJob;
 
@@ -326,8 +327,9 @@ static void floor_gram(const FastJob *j, int f, int worker, double *G) {
     memset(G, 0, k * k * sizeof(double));
     for (size_t c = 0; c < n; c += GBF_CHUNK) {
         size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
-        gbf_chunk_bf16_ws(j->gw[worker], j->P[f] + c / 2 * ld, NULL, (len + 1) / 2, k, j->scale, G);
+        gbf_chunk_bf16_acc(j->gw[worker], j->acc[worker], j->P[f] + c / 2 * ld, NULL, (len + 1) / 2, k, j->scale, G);
     }
+    gbf_acc_flush(j->acc[worker], G);
     for (size_t a = 0; a < k; a++) for (size_t b = a + 1; b < k; b++) G[b * k + a] = G[a * k + b];
 }
 
@@ -420,7 +422,8 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     if (rc == AL_OK && (!j.Gf || !j.Gd || !j.wd)) rc = al_err("out of memory");
     if (rc == AL_OK && j.T > 64) rc = al_err("more than 64 workers");
     for (int w = 0; rc == AL_OK && w < j.T; w++)
-        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new())) rc = al_err("out of memory");
+        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new()) || !(j.acc[w] = gbf_acc_new(128)))
+            rc = al_err("out of memory");
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
         size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
@@ -433,7 +436,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
     free(j.Gf); free(j.Gd); free(j.wd);
-    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); }
+    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); gbf_acc_free(j.acc[w]); }
     return rc;
 }
 
