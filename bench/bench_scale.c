@@ -52,6 +52,7 @@
 #include "blas_arch.h"
 #include "farr.h"
 #include "farr_internal.h"
+#include "fused_core.h"
 #include "gram.h"
 #include "gram_bf16.h"
 #include "spectra.h"
@@ -262,6 +263,7 @@ typedef struct {
     SymeigWork *ws[64];     /* (threads) the eigen-solver's scratch */
     GbfWork *gw[64];        /* (threads) the AMX chunk's scratch */
     GbfAcc *acc[64];        /* (threads) its float accumulator (gram.c's, one G at a time) */
+    double *cw[64];         /* (threads) fused_core_lower's scratch, as farr.c's fast route */
     double part[64][2][3];  /* (threads) thread CPU seconds per pair (VO, QK) and part (PARTS) */
 } FastJob;
 
@@ -358,7 +360,8 @@ static int fast_floor_heads(FastJob *j, int worker) {
             LinGramSide *sh = NULL;
             rc = spectra_gram_side_factor(Gh + fs * 16384, k, gram_view_rows(&j->v[fs]), &sh);
             if (rc == AL_OK && sh->r != k) rc = al_err("floor: a rank-deficient factor (random data expected)");
-            if (rc == AL_OK) rc = spectra_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
+            if (rc == AL_OK && j->cw[worker]) fused_core_lower(sh->L, Gh + fh * 16384, k, Gh + (4 + pair) * 16384, j->cw[worker]);
+            else if (rc == AL_OK) rc = spectra_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
             spectra_gram_side_free(sh);
             part[pair][PART_CORE] += (t1 = thread_cpu()) - t0;
             t0 = t1;
@@ -422,7 +425,8 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     if (rc == AL_OK && (!j.Gf || !j.Gd || !j.wd)) rc = al_err("out of memory");
     if (rc == AL_OK && j.T > 64) rc = al_err("more than 64 workers");
     for (int w = 0; rc == AL_OK && w < j.T; w++)
-        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new()) || !(j.acc[w] = gbf_acc_new(128)))
+        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new()) || !(j.acc[w] = gbf_acc_new(128)) ||
+            (fused_core_fits(128) && !(j.cw[w] = malloc(fused_core_work(128) * sizeof(double)))))
             rc = al_err("out of memory");
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
@@ -436,7 +440,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
     free(j.Gf); free(j.Gd); free(j.wd);
-    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); gbf_acc_free(j.acc[w]); }
+    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); gbf_acc_free(j.acc[w]); free(j.cw[w]); }
     return rc;
 }
 
