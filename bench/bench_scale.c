@@ -52,6 +52,7 @@
 #include "blas_arch.h"
 #include "farr.h"
 #include "farr_internal.h"
+#include "fused_core.h"
 #include "gram.h"
 #include "gram_bf16.h"
 #include "spectra.h"
@@ -261,6 +262,8 @@ typedef struct {
     double *wd;             /* (threads, FLOOR_BATCH, 6, 128) eigenvalues */
     SymeigWork *ws[64];     /* (threads) the eigen-solver's scratch */
     GbfWork *gw[64];        /* (threads) the AMX chunk's scratch */
+    GbfAcc *acc[64];        /* (threads) its float accumulator (gram.c's, one G at a time) */
+    double *cw[64];         /* (threads) fused_core_lower's scratch, as farr.c's fast route */
     double part[64][2][3];  /* (threads) thread CPU seconds per pair (VO, QK) and part (PARTS) */
 } FastJob;
 
@@ -326,8 +329,9 @@ static void floor_gram(const FastJob *j, int f, int worker, double *G) {
     memset(G, 0, k * k * sizeof(double));
     for (size_t c = 0; c < n; c += GBF_CHUNK) {
         size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
-        gbf_chunk_bf16_ws(j->gw[worker], j->P[f] + c / 2 * ld, NULL, (len + 1) / 2, k, j->scale, G);
+        gbf_chunk_bf16_acc(j->gw[worker], j->acc[worker], j->P[f] + c / 2 * ld, NULL, (len + 1) / 2, k, j->scale, G);
     }
+    gbf_acc_flush(j->acc[worker], G);
     for (size_t a = 0; a < k; a++) for (size_t b = a + 1; b < k; b++) G[b * k + a] = G[a * k + b];
 }
 
@@ -356,7 +360,8 @@ static int fast_floor_heads(FastJob *j, int worker) {
             LinGramSide *sh = NULL;
             rc = spectra_gram_side_factor(Gh + fs * 16384, k, gram_view_rows(&j->v[fs]), &sh);
             if (rc == AL_OK && sh->r != k) rc = al_err("floor: a rank-deficient factor (random data expected)");
-            if (rc == AL_OK) rc = spectra_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
+            if (rc == AL_OK && j->cw[worker]) fused_core_lower(sh->L, Gh + fh * 16384, k, Gh + (4 + pair) * 16384, j->cw[worker]);
+            else if (rc == AL_OK) rc = spectra_gram_fused_core(sh, Gh + fh * 16384, Gh + (4 + pair) * 16384);
             spectra_gram_side_free(sh);
             part[pair][PART_CORE] += (t1 = thread_cpu()) - t0;
             t0 = t1;
@@ -420,7 +425,9 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     if (rc == AL_OK && (!j.Gf || !j.Gd || !j.wd)) rc = al_err("out of memory");
     if (rc == AL_OK && j.T > 64) rc = al_err("more than 64 workers");
     for (int w = 0; rc == AL_OK && w < j.T; w++)
-        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new())) rc = al_err("out of memory");
+        if (!(j.ws[w] = symeig_work_new(128)) || !(j.gw[w] = gbf_work_new()) || !(j.acc[w] = gbf_acc_new(128)) ||
+            (fused_core_fits(128) && !(j.cw[w] = malloc(fused_core_work(128) * sizeof(double)))))
+            rc = al_err("out of memory");
     if (rc == AL_OK) {
         double w0 = wall(), c0 = cpu();
         size_t H = (size_t)m->cfg.n_heads, tasks = mode == FAST_FLOOR ? (H + FLOOR_BATCH - 1) / FLOOR_BATCH : H;
@@ -433,7 +440,7 @@ static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     }
     for (int f = 0; f < 4; f++) { free(X[f]); free(Xf[f]); free(P[f]); gram_view_clear(&v[f]); }
     free(j.Gf); free(j.Gd); free(j.wd);
-    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); }
+    for (int w = 0; w < j.T && w < 64; w++) { symeig_work_free(j.ws[w]); gbf_work_free(j.gw[w]); gbf_acc_free(j.acc[w]); free(j.cw[w]); }
     return rc;
 }
 

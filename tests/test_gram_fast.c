@@ -5,7 +5,8 @@
  * to the double route's on every demo family (planted), other seeds, an R1-shaped layer and the
  * small real checkpoints, at several tau, on both kernel paths -- with the share of heads the
  * bound sends back to double small enough to matter; the AMX tiles (test_amx) against the same
- * bound and against the vdpbf16ps kernel. */
+ * bound and against the vdpbf16ps kernel, and their float accumulator (test_amx_acc) against its
+ * own. */
 #include "farr_internal.h"
 #include "testutil.h"
 #include "farr.h"
@@ -25,17 +26,28 @@ static Model *open_synth(const char *name, unsigned long seed) { return tu_open_
 
 /* ---------------------------------------------------------------- the kernel */
 
+/* How kernel_case adds its chunks: one at a time into the double G, or through the AMX chunks'
+ * float accumulator (gbf_chunk_bf16_acc, flushed every GBF_FLUSH chunks); and its data: normal
+ * values (some 100x the rest), or graded, each chunk 2^12 or 2^24 larger or smaller than the one
+ * before (the float accumulator adds small chunks to large sums). */
+typedef enum { KC_CHUNKS, KC_ACC } kc_add;
+
 /* B (n x k) of BF16 values (some exactly representable spread), packed for both paths over
  * chunks of GBF_CHUNK rows, with and without scales, against a double Gram of the same values:
- * every entry within gamma sum_t |b_ti||b_tj| (times the scales). */
-static void kernel_case(size_t n, size_t k, bool scaled, gbf_path path) {
+ * every entry within gamma sum_t |b_ti||b_tj| (times the scales); gamma gbf_gamma_acc(k) through
+ * the accumulator. Returns the largest error over the bound's gamma sum. */
+static double kernel_case_in(size_t n, size_t k, bool scaled, gbf_path path, kc_add add, bool graded) {
     size_t ld = gbf_ld(k);
     uint16_t *B = malloc(n * k * sizeof(uint16_t));
     float *s = malloc(k * sizeof(float));
     double *G = calloc(k * k, sizeof(double)), *D = calloc(k * k, sizeof(double)), *A = calloc(k * k, sizeof(double));
-    for (size_t i = 0; i < n * k; i++) B[i] = dt_f32_to_bf16((float)(nrand() * (i % 7 == 0 ? 100 : 1)));
+    static const double grade[4] = {1, 0x1p12, 0x1p-12, 0x1p24};
+    for (size_t i = 0; i < n * k; i++)
+        B[i] = dt_f32_to_bf16((float)(nrand() * (i % 7 == 0 ? 100 : 1) * (graded ? grade[i / k / GBF_CHUNK % 4] : 1)));
     for (size_t i = 0; i < k; i++) s[i] = scaled ? (float)(0.5 + urand()) : 1.0f;
     void *pack = calloc(GBF_CHUNK * ld, sizeof(float));
+    GbfWork *w = add == KC_ACC ? gbf_work_new() : NULL;
+    GbfAcc *acc = add == KC_ACC ? gbf_acc_new(k) : NULL;
     for (size_t c = 0; c < n; c += GBF_CHUNK) {
         size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
         memset(pack, 0, GBF_CHUNK * ld * sizeof(float));
@@ -45,9 +57,11 @@ static void kernel_case(size_t n, size_t k, bool scaled, gbf_path path) {
                 if (path == GBF_BF16) ((uint16_t *)pack)[((t >> 1) * ld + i) * 2 + (t & 1)] = b;
                 else ((float *)pack)[t * ld + i] = dt_bf16_to_f32(b);
             }
-        if (path == GBF_BF16) gbf_chunk_bf16(pack, (len + 1) / 2, k, scaled ? s : NULL, G);
+        if (add == KC_ACC) gbf_chunk_bf16_acc(w, acc, pack, NULL, (len + 1) / 2, k, scaled ? s : NULL, G);
+        else if (path == GBF_BF16) gbf_chunk_bf16(pack, (len + 1) / 2, k, scaled ? s : NULL, G);
         else gbf_chunk_f32(pack, len, k, scaled ? s : NULL, G);
     }
+    gbf_acc_flush(acc, G);
     for (size_t t = 0; t < n; t++)
         for (size_t i = 0; i < k; i++)
             for (size_t j = i; j < k; j++) {
@@ -56,17 +70,25 @@ static void kernel_case(size_t n, size_t k, bool scaled, gbf_path path) {
                 A[i * k + j] += fabs(x * y);
             }
     int bad = 0;
-    double worst = 0, gam = gbf_gamma(path);
+    double worst = 0, gam = add == KC_ACC ? gbf_gamma_acc(k) : gbf_gamma(path);
     for (size_t i = 0; i < k; i++)
         for (size_t j = i; j < k; j++) {
             double e = fabs(G[i * k + j] - D[i * k + j]);
             bad += !(e <= gam * A[i * k + j] * (1 + 1e-9) + 1e-300);
             if (A[i * k + j] > 0) worst = fmax(worst, e / A[i * k + j]);
         }
-    CHECK(bad == 0, "%s kernel n %zu k %zu%s: %d entries outside gamma %.2e (worst %.2e)",
-          path == GBF_BF16 ? "BF16" : "float", n, k, scaled ? " scaled" : "", bad, gam, worst);
+    CHECK(bad == 0, "%s kernel%s n %zu k %zu%s%s: %d entries outside gamma %.2e (worst %.2e)",
+          path == GBF_BF16 ? "BF16" : "float", add == KC_ACC ? " (float accumulator)" : "", n, k,
+          scaled ? " scaled" : "", graded ? " graded" : "", bad, gam, worst);
     CHECK(worst > 0 || n * k < 1000, "the kernel did something");
     free(B); free(s); free(G); free(D); free(A); free(pack);
+    gbf_work_free(w);
+    gbf_acc_free(acc);
+    return worst;
+}
+
+static void kernel_case(size_t n, size_t k, bool scaled, gbf_path path) {
+    kernel_case_in(n, k, scaled, path, KC_CHUNKS, false);
 }
 
 /* Two BF16 pairs equal, half by half (any NaN matching any NaN). */
@@ -167,6 +189,71 @@ static void test_amx(void) {
     printf("AMX vs vdpbf16ps on a 128-row chunk, k 128: %d of %zu entries differ in the last bits\n", differ, k * (k + 1) / 2);
     gbf_amx_allow(true);
     free(P); free(G[0]); free(G[1]); free(A);
+}
+
+/* G (k x k) of nc chunks of np pair rows at P (each np x gbf_ld(k)) with scales s, through acc
+ * (NULL: gbf_chunk_bf16_ws, the double epilogue). */
+static void acc_gram(GbfWork *w, GbfAcc *acc, const uint32_t *P, size_t nc, size_t np, size_t k, const float *s,
+                     double *G) {
+    memset(G, 0, k * k * sizeof(double));
+    for (size_t c = 0; c < nc; c++) {
+        const uint32_t *Pc = P + c * np * gbf_ld(k);
+        if (acc) gbf_chunk_bf16_acc(w, acc, Pc, NULL, np, k, s, G);
+        else gbf_chunk_bf16_ws(w, Pc, NULL, np, k, s, G);
+    }
+    gbf_acc_flush(acc, G);
+}
+
+/* The AMX chunks' float accumulator (gbf_chunk_bf16_acc): 1 to 21 chunks (flushes at GBF_FLUSH,
+ * 2 GBF_FLUSH and the end; odd pair counts; k 300, past AMX's 256, on the double epilogue), with
+ * and without scales, normal and graded data: every entry within gbf_gamma_acc(k). Then on 19
+ * chunks: the float sums in use (the Gram differs from the double epilogue's in the last bits), a
+ * flushed accumulator zero again (a second Gram through it the same bits), and a scale outside
+ * [2^-40, 2^40] sending the chunks to the double epilogue (its bits). */
+static void test_amx_acc(void) {
+    if (!gbf_amx_cpu()) { printf("note: no AMX-BF16 tiles here; the float accumulator is not run\n"); return; }
+    static const size_t shapes[][2] = {{7, 5}, {128, 128}, {1025, 33}, {2597, 128}, {2100, 192}, {1100, 256}, {300, 300}};
+    double worst = 0;
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+        for (int sc = 0; sc < 2; sc++)
+            for (int gr = 0; gr < 2; gr++)
+                worst = fmax(worst, kernel_case_in(shapes[c][0], shapes[c][1], sc, GBF_BF16, KC_ACC, gr));
+    printf("float accumulator: worst entry error %.3g of its gamma sum (gbf_gamma_acc(128) %.3g, gbf_gamma %.3g)\n",
+           worst, gbf_gamma_acc(128), gbf_gamma(GBF_BF16));
+    size_t k = 128, ld = gbf_ld(k), np = 64, nc = 19;
+    uint32_t *P = calloc(nc * np * ld, sizeof *P);
+    float s[128];
+    double *G[4];
+    for (int i = 0; i < 4; i++) G[i] = calloc(k * k, sizeof(double));
+    for (size_t t = 0; t < nc * np; t++)
+        for (size_t i = 0; i < k; i++)
+            P[t * ld + i] = dt_f32_to_bf16((float)nrand()) | (uint32_t)dt_f32_to_bf16((float)nrand()) << 16;
+    for (size_t i = 0; i < k; i++) s[i] = (float)(0.5 + urand());
+    GbfWork *w = gbf_work_new();
+    GbfAcc *acc = gbf_acc_new(k);
+    acc_gram(w, NULL, P, nc, np, k, s, G[0]);
+    acc_gram(w, acc, P, nc, np, k, s, G[1]);
+    acc_gram(w, acc, P, nc, np, k, s, G[2]);
+    int differ = 0, again = 0, out = 0;
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = i; j < k; j++) {
+            differ += G[0][i * k + j] != G[1][i * k + j];
+            again += G[1][i * k + j] != G[2][i * k + j];
+        }
+    s[5] = 0x1p50f;
+    acc_gram(w, NULL, P, nc, np, k, s, G[0]);
+    acc_gram(w, acc, P, nc, np, k, s, G[3]);
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = i; j < k; j++) out += memcmp(&G[0][i * k + j], &G[3][i * k + j], sizeof(double)) != 0;
+    CHECK(differ > 0, "the float accumulator: 19 chunks' Gram equal to the double epilogue's to the bit (not in use?)");
+    CHECK(again == 0, "the float accumulator: a second Gram through it differs in %d entries (not zero after a flush)", again);
+    CHECK(out == 0, "a scale of 2^50: %d entries differ from the double epilogue's (the float path taken)", out);
+    printf("float accumulator vs double epilogue, 19 chunks, k 128: %d of %zu entries differ in the last bits\n", differ,
+           k * (k + 1) / 2);
+    gbf_work_free(w);
+    gbf_acc_free(acc);
+    free(P);
+    for (int i = 0; i < 4; i++) free(G[i]);
 }
 
 /* ---------------------------------------------------------------- Grams from checkpoints */
@@ -574,6 +661,7 @@ int main(void) {
     tmp_root = test_tmpdir();
     test_kernel();
     test_amx();
+    test_amx_acc();
     test_certain();
     for (int p = 0; p < 2; p++) {
         gbf_path path = p ? GBF_BF16 : GBF_FLOAT;

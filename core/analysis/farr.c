@@ -5,6 +5,7 @@
 #include "farr.h"
 #include "farr_internal.h"
 #include "analyses.h"
+#include "fused_core.h"
 #include "attn_eval.h"
 #include "gram.h"
 #include "layersel.h"
@@ -276,6 +277,7 @@ typedef struct {
     GramScratch **scr;       /* (threads) */
     double **G;              /* (threads) per worker a k x k Gram for each of job_batch heads */
     double **M, **w;         /* (threads) fast route: FAST_BATCH k x k fused cores and 2k eigenvalues */
+    double **cw;             /* (threads) fast route: fused_core_lower's scratch (NULL where it does not fit) */
     SymeigWork **ew;         /* (threads) fast route: the eigen-solver's scratch */
     size_t ng, nh;           /* KV heads of phase 1, query heads of phase 2 */
     int T;                   /* threads */
@@ -370,8 +372,10 @@ static double fast_fused_err(const LinGramSide *a, const FastSide *fa, double gb
     double gbnorm = gbmax + ef * gbfro + gberr;                   /* >= ||G_B||_2 */
     /* the triangular products, |dW| <= gamma_k |Gp||L| and the same for Lᵀ W (in double on both
      * routes: in float, spectra_gram_fused_core's bound left 64 of 1024 R1 heads open at tau
-     * 0.999, more than the float products saved) */
-    double trmm = 2 * gam_d((double)k + 1) * sqrt(lf2) *
+     * 0.999, more than the float products saved); a bound on the computed M's error, while both
+     * solves read M's lower triangle only, mirrored: sqrt(2) times it bounds that (the lower
+     * entries counted twice) */
+    double trmm = 2 * M_SQRT2 * gam_d((double)k + 1) * sqrt(lf2) *
                   (sqrt(l2) * gbfro + (gbmax + ef * gbfro) * sqrt(lf2)) * (1 + 1e-3);
     /* the Grams' errors; rounding twice (this route and the double route's own); the core's two
      * solves, this route's and the double one's (mfro is ||values||_2 as computed: ||M||_F <=
@@ -488,7 +492,7 @@ typedef struct {
 
 /* Phase 2 of the fast route, before the solves: head f->h's own Gram G (error bound err) and its
  * fused core M against the group's shared side. */
-static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err, double *M) {
+static int fast_head_prep(StreamJob *j, int worker, FastHead *f, const double *G, double err, double *M) {
     bool vo = j->l->kind == FARR_VO;
     size_t k = j->k, rows = f->rows;
     f->g = (size_t)cfg_kv_group(model_layer_cfg(j->m, j->l->layer), (int)f->h);
@@ -499,7 +503,13 @@ static int fast_head_prep(StreamJob *j, FastHead *f, const double *G, double err
     size_t m = vo ? sh->rows : rows, n = vo ? rows : sh->rows, p = m < n ? m : n;
     f->own = spectrum_new(rows, k, rows < k ? rows : k, false);
     f->fu = spectrum_new(m, n, p < k ? p : k, false);
-    return f->own && f->fu ? spectra_gram_fused_core(sh, G, M) : AL_ERR;
+    if (!f->own || !f->fu) return AL_ERR;
+    /* full rank: the lower triangle in one AVX-512 kernel (the solves read no more); else two dtrmm */
+    if (!sh->piv && sh->r == k && j->cw[worker]) {
+        fused_core_lower(sh->L, G, k, M, j->cw[worker]);
+        return AL_OK;
+    }
+    return spectra_gram_fused_core(sh, G, M);
 }
 
 /* After the solves: the spectra from the own side's values wb (k) and the fused core's wm (r,
@@ -553,7 +563,7 @@ static int fast_heads(StreamJob *j, FastHead *f, size_t nb, int worker, size_t *
     for (size_t b = 0; rc == AL_OK && b < nb; b++) {
         *bad = f[b].h;
         f[b].rows = rows[b];
-        rc = fast_head_prep(j, &f[b], A[2 * b], err[b], A[2 * b + 1]);
+        rc = fast_head_prep(j, worker, &f[b], A[2 * b], err[b], A[2 * b + 1]);
         kk[2 * b] = k;
         kk[2 * b + 1] = j->shared[f[b].g]->r;
     }
@@ -595,8 +605,9 @@ static void stream_job_free(StreamJob *j) {
         if (j->M) free(j->M[w]);
         if (j->w) free(j->w[w]);
         if (j->ew) symeig_work_free(j->ew[w]);
+        if (j->cw) free(j->cw[w]);
     }
-    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->w); free(j->ew);
+    free(j->shared); free(j->fside); free(j->scr); free(j->G); free(j->M); free(j->w); free(j->ew); free(j->cw);
 }
 
 /* Runs phase 1 over ng KV heads and phase 2 over nh query heads (gsel / hsel: which ones, NULL:
@@ -616,7 +627,8 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, farr_rou
     j.M = al_calloc((size_t)j.T, sizeof *j.M, "sweep scratch");
     j.w = al_calloc((size_t)j.T, sizeof *j.w, "sweep scratch");
     j.ew = al_calloc((size_t)j.T, sizeof *j.ew, "sweep scratch");
-    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.w && j.ew ? AL_OK : AL_ERR;
+    j.cw = al_calloc((size_t)j.T, sizeof *j.cw, "sweep scratch");
+    int rc = j.shared && j.fside && j.scr && j.G && j.M && j.w && j.ew && j.cw ? AL_OK : AL_ERR;
     size_t k1 = j.k ? j.k : 1;
     for (int w = 0; rc == AL_OK && w < j.T; w++) {
         j.scr[w] = gram_scratch_new();
@@ -626,6 +638,8 @@ static int stream_run(Model *m, FarrLayer *l, head_part part, bool rot, farr_rou
         j.M[w] = al_malloc3(FAST_BATCH * k1, k1, sizeof(double), "fused cores");
         j.w[w] = al_malloc3(FAST_BATCH * 2 * k1, 1, sizeof(double), "eigenvalues");
         j.ew[w] = symeig_work_new(k1);
+        if (fused_core_fits(j.k) && !(j.cw[w] = al_malloc3(fused_core_work(j.k), 1, sizeof(double), "fused cores")))
+            rc = AL_ERR;
         if (!j.M[w] || !j.w[w] || !j.ew[w]) rc = AL_ERR;
     }
     if (rc == AL_OK) rc = pool_run(job_tasks(&j, ng), j.T, stream_shared_task, &j);     /* the persistent workers */

@@ -141,6 +141,7 @@ struct GramScratch {
     float *scale;            /* (GRAM_MANY, k) */
     size_t fast_k;           /* the k these are sized for */
     GbfWork *gw;             /* the AMX chunk's scratch */
+    GbfAcc *acc[GRAM_MANY];  /* the AMX chunks' float accumulators, one per view of a pass */
     uint32_t *pt;            /* (gbf_ld(k), GBF_CHUNK / 2) a row Gram's chunk transposed (AMX) */
     bool pt_ok;              /* pt holds the packed chunk's transpose */
 };
@@ -161,6 +162,7 @@ void gram_scratch_free(GramScratch *s) {
     free(s->tmp);
     free(s->pack); free(s->seg); free(s->scale); free(s->pt);
     gbf_work_free(s->gw);
+    for (int i = 0; i < GRAM_MANY; i++) gbf_acc_free(s->acc[i]);
     free(s);
 }
 
@@ -231,16 +233,19 @@ int gram_compute(const Store *st, const GramView *v, GramScratch *scr, double *G
 static int fast_reserve(GramScratch *s, size_t k) {
     if (s->pack && s->fast_k >= k) return AL_OK;
     free(s->pack); free(s->seg); free(s->scale); free(s->pt);
+    for (int i = 0; i < GRAM_MANY; i++) { gbf_acc_free(s->acc[i]); s->acc[i] = NULL; }
     size_t ld = gbf_ld(k), n = k > GBF_CHUNK ? k : GBF_CHUNK;
     size_t words = GRAM_MANY * GRAM_PACK(ld) > GBF_CHUNK * ld ? GRAM_MANY * GRAM_PACK(ld) : GBF_CHUNK * ld;
     s->pack = al_malloc3(words, 1, sizeof(uint32_t), "packed Gram chunks");
     s->seg = al_malloc3(n, 1, sizeof(float), "a Gram segment");
     s->scale = al_malloc3(GRAM_MANY * k, 1, sizeof(float), "chunk scales");
     s->pt = al_malloc3(GBF_CHUNK / 2, ld, sizeof(uint32_t), "a transposed chunk");
-    if (!s->gw && gbf_amx_chunk(k)) s->gw = gbf_work_new();
+    bool amx = gbf_amx_chunk(k), accs = true;
+    if (!s->gw && amx) s->gw = gbf_work_new();
+    for (int i = 0; amx && i < GRAM_MANY; i++) accs = accs && (s->acc[i] = gbf_acc_new(k));
     s->fast_k = k;
     if (!s->pack || !s->seg || !s->scale || !s->pt) { s->fast_k = 0; return AL_ERR; }
-    if (!s->gw && gbf_amx_chunk(k)) { s->fast_k = 0; return al_err("out of memory: the AMX chunk's scratch"); }
+    if (amx && (!s->gw || !accs)) { s->fast_k = 0; return al_err("out of memory: the AMX chunk's scratch"); }
     return AL_OK;
 }
 
@@ -378,7 +383,8 @@ static int fast_finish(const Tensor2 *t, const GramView *v, gbf_path path, doubl
     for (size_t i = 0; i < k; i++) tr += G[i * k + i];
     /* + the double sums over `other` terms: the double route's dsyrk and the chunks' additions */
     bool scaled = t->scale || (t->fp4.enc != DT_FP4_NONE && t->fp4.gscale != 1.0f);   /* NVFP4: code * s * scale_2 */
-    double rel = gbf_gamma(path) + (scaled ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
+    double gam = path == GBF_BF16 ? gbf_gamma_acc(k) : gbf_gamma(path);     /* AMX: the float accumulator's too */
+    double rel = gam + (scaled ? 2.0001 * u : 0) + 2.0 * (double)other * ldexp(1.0, -53) * (1 + 1e-6);
     *err = rel * tr * (1 + 1e-6) + (double)k * (double)other * ldexp(1.0, -100);
     return AL_OK;
 }
@@ -407,13 +413,16 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     bool fp4 = fp4_bf16(&t) && path == GBF_BF16;     /* MXFP4 / NVFP4: BF16 values, vdpbf16ps only */
     if (!fp4 && ((t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) || t.rscale || t.fp4.enc != DT_FP4_NONE))
         return gram_compute(st, v, scr, G);
+    gbf_acc_clear(scr->acc[0]);                     /* what a failed Gram left */
     for (size_t c = 0, n; c < other; c += n) {
         n = chunk_len(v, c);
         if (fast_pack(&t, v, c, n, path, scr) != AL_OK) return AL_ERR;
         const float *s = t.scale || (fp4 && t.fp4.gscale != 1.0f) ? scr->scale : NULL;
-        if (path == GBF_BF16) gbf_chunk_bf16_ws(scr->gw, scr->pack, scr->pt_ok ? scr->pt : NULL, (n + 1) / 2, k, s, G);
+        if (path == GBF_BF16)
+            gbf_chunk_bf16_acc(scr->gw, scr->acc[0], scr->pack, scr->pt_ok ? scr->pt : NULL, (n + 1) / 2, k, s, G);
         else gbf_chunk_f32(scr->pack, n, k, s, G);
     }
+    gbf_acc_flush(scr->acc[0], G);
     return fast_finish(&t, v, path, G, err);
 }
 
@@ -448,16 +457,20 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
     }
     size_t k = gram_view_k(v), other = gram_view_rows(v), ld = gbf_ld(k);
     if (fast_reserve(scr, k) != AL_OK) return AL_ERR;
-    for (size_t i = 0; i < nv; i++) memset(G[i], 0, k * k * sizeof(double));
+    for (size_t i = 0; i < nv; i++) {
+        memset(G[i], 0, k * k * sizeof(double));
+        gbf_acc_clear(scr->acc[i]);
+    }
     for (size_t c = 0, n; c < other; c += n) {
         n = chunk_len(v, c);
         pack_pairs_many(&t, v, nv, c, n, scr->pack);
         for (size_t i = 0; i < nv; i++) {
             if (t.scale) chunk_scales(&t, &v[i], c, scr->scale + i * k);
-            gbf_chunk_bf16_ws(scr->gw, (uint32_t *)scr->pack + i * GRAM_PACK(ld), NULL, (n + 1) / 2, k,
-                              t.scale ? scr->scale + i * k : NULL, G[i]);
+            gbf_chunk_bf16_acc(scr->gw, scr->acc[i], (uint32_t *)scr->pack + i * GRAM_PACK(ld), NULL, (n + 1) / 2, k,
+                               t.scale ? scr->scale + i * k : NULL, G[i]);
         }
     }
+    for (size_t i = 0; i < nv; i++) gbf_acc_flush(scr->acc[i], G[i]);
     for (size_t i = 0; i < nv; i++)
         if (fast_finish(&t, &v[i], GBF_BF16, G[i], &err[i]) != AL_OK) {
             if (failed) *failed = i;

@@ -193,8 +193,49 @@ AMX_TARGET static inline void amx_block(const uint32_t *P, const uint32_t *PT, c
     _tile_stored(3, C + 768, 64);
 }
 
+/* The float accumulator of gbf_chunk_bf16_acc: F (ld x ld floats, row-major; the upper block
+ * triangle of 16 x 16 tiles used) holds n chunks of a G of k columns not yet added to it. */
+struct GbfAcc {
+    float *F;
+    size_t kmax, ld;         /* the widest k it holds; F's leading dim gbf_ld(kmax) */
+    size_t k;                /* the k of its pending chunks */
+    unsigned n;              /* pending chunks (0: F is zero) */
+};
+
+/* One 16 x 16 accumulator tile C (row-major) at rows i0.., columns j0.. of G into the float
+ * accumulator F (leading dim ld): F_ij += fl(s_i s_j) C_ij with one rounding (a fused
+ * multiply-add), or F_ij += C_ij without scales. Columns past k: C is zero there (P's padding),
+ * and the masked scales make the product zero. */
+AMX_TARGET static inline void acc_tile16(const float *C, size_t i0, size_t j0, size_t k, const float *s, float *F,
+                                         size_t ld) {
+    size_t nv = k - j0 < 16 ? k - j0 : 16;
+    __m512 sv = s ? _mm512_maskz_loadu_ps((__mmask16)((1u << nv) - 1), s + j0) : _mm512_set1_ps(1.0f);
+    for (size_t a = 0; a < 16 && i0 + a < k; a++) {
+        float *f = F + (i0 + a) * ld + j0;
+        __m512 c = _mm512_load_ps(C + 16 * a);
+        __m512 x = s ? _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s[i0 + a]), sv), c, _mm512_load_ps(f))
+                     : _mm512_add_ps(c, _mm512_load_ps(f));
+        _mm512_store_ps(f, x);
+    }
+}
+
+/* The chunk's 16 x 16 blocks: on or above the diagonal, each into G in double (acc NULL: add_row16)
+ * or into the float accumulator. */
+AMX_TARGET static void amx_epilogue(const float *C, size_t i2, size_t j2, size_t k, const float *s, double *G,
+                                    GbfAcc *acc) {
+    for (size_t q = 0; q < 4; q++) {
+        size_t i0 = 32 * i2 + 16 * (q >> 1), j0 = 32 * j2 + 16 * (q & 1);
+        if (j0 + 16 <= i0 || j0 >= k) continue;         /* below the diagonal, or padding */
+        if (acc) {
+            acc_tile16(C + 256 * q, i0, j0, k, s, acc->F, acc->ld);
+            continue;
+        }
+        for (size_t a = 0; a < 16 && i0 + a < k; a++) add_row16(_mm512_load_ps(C + 256 * q + 16 * a), i0 + a, j0, k, s, G);
+    }
+}
+
 AMX_TARGET static void amx_chunk(GbfWork *w, const uint32_t *P, const uint32_t *PTin, size_t np, size_t k,
-                                 const float *s, double *G) {
+                                 const float *s, double *G, GbfAcc *acc) {
     size_t ld = gbf_ld(k), npad = gbf_npad(np), n2 = ld / 32;
     const uint32_t *PT = PTin ? PTin : w->PT, *Bz = w->Bz;
     float *C = w->C;
@@ -205,12 +246,7 @@ AMX_TARGET static void amx_chunk(GbfWork *w, const uint32_t *P, const uint32_t *
     for (size_t i2 = 0; i2 < n2 && 32 * i2 < k; i2++)
         for (size_t j2 = i2; j2 < n2 && 32 * j2 < k; j2++) {
             amx_block(P, PT, Bz, np, ld, npad, i2, j2, C);
-            for (size_t q = 0; q < 4; q++) {
-                size_t i0 = 32 * i2 + 16 * (q >> 1), j0 = 32 * j2 + 16 * (q & 1);
-                if (j0 + 16 <= i0) continue;            /* below the diagonal */
-                for (size_t a = 0; a < 16 && i0 + a < k; a++)
-                    add_row16(_mm512_load_ps(C + 256 * q + 16 * a), i0 + a, j0, k, s, G);
-            }
+            amx_epilogue(C, i2, j2, k, s, G, acc);
         }
     _tile_release();
 }
@@ -223,11 +259,89 @@ void gbf_chunk_bf16_ws(GbfWork *w, const uint32_t *P, const uint32_t *PT, size_t
                        double *G) {
     GbfWork *own = NULL;
     if (np && np <= GBF_CHUNK / 2 && gbf_amx_chunk(k) && (w || (w = own = gbf_work_new()))) {
-        amx_chunk(w, P, PT, np, k, s, G);
+        amx_chunk(w, P, PT, np, k, s, G, NULL);
         gbf_work_free(own);
         return;
     }
     chunk_tiles(P, np, k, s, G);
+}
+
+/* ---------------------------------------------------------------- the float accumulator */
+
+GbfAcc *gbf_acc_new(size_t kmax) {
+    GbfAcc *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->kmax = kmax;
+    a->ld = gbf_ld(kmax ? kmax : 1);
+    if (!(a->F = aligned_alloc(64, a->ld * a->ld * sizeof(float)))) { free(a); return NULL; }
+    memset(a->F, 0, a->ld * a->ld * sizeof(float));
+    return a;
+}
+
+void gbf_acc_free(GbfAcc *a) {
+    if (a) free(a->F);
+    free(a);
+}
+
+void gbf_acc_clear(GbfAcc *a) {
+    if (!a || !a->n) return;
+    memset(a->F, 0, a->ld * a->ld * sizeof(float));
+    a->n = 0;
+}
+
+/* Scales whose float products s_i s_j stay normal and whose products with a chunk of FP8 codes
+ * (at most 128 x 448^2) stay finite: every |s_i| zero or in [2^-40, 2^40] (FP8 block scales are
+ * near 1e-4). NaN fails. */
+BF16_TARGET static bool scales_fit(const float *s, size_t k) {
+    const __m512 lo = _mm512_set1_ps(0x1p-40f), hi = _mm512_set1_ps(0x1p40f), zero = _mm512_setzero_ps();
+    for (size_t i = 0; s && i < k; i += 16) {
+        __mmask16 m = k - i >= 16 ? 0xffff : (__mmask16)((1u << (k - i)) - 1);
+        __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, s + i));
+        __mmask16 ok = _mm512_cmp_ps_mask(a, zero, _CMP_EQ_OQ) |
+                       (_mm512_cmp_ps_mask(a, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(a, hi, _CMP_LE_OQ));
+        if ((ok & m) != m) return false;
+    }
+    return true;
+}
+
+void gbf_chunk_bf16_acc(GbfWork *w, GbfAcc *a, const uint32_t *P, const uint32_t *PT, size_t np, size_t k,
+                        const float *s, double *G) {
+    if (!a || !w || !np || np > GBF_CHUNK / 2 || k > a->kmax || !gbf_amx_chunk(k) || !scales_fit(s, k)) {
+        gbf_chunk_bf16_ws(w, P, PT, np, k, s, G);
+        return;
+    }
+    if (a->n && a->k != k) gbf_acc_flush(a, G);
+    a->k = k;
+    amx_chunk(w, P, PT, np, k, s, G, a);
+    if (++a->n == GBF_FLUSH) gbf_acc_flush(a, G);
+}
+
+/* G's upper block triangle += F's in double (16 floats widened at a time, columns past k left
+ * alone), F zeroed behind it. */
+BF16_TARGET void gbf_acc_flush(GbfAcc *a, double *G) {
+    if (!a || !a->n) return;
+    size_t k = a->k;
+    for (size_t i = 0; i < k; i++)
+        for (size_t j0 = i / 16 * 16; j0 < k; j0 += 16) {
+            float *f = a->F + i * a->ld + j0;
+            size_t nv = k - j0 < 16 ? k - j0 : 16;
+            __m512 x = _mm512_load_ps(f);
+            __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+            __m512d hi = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(x), 1)));
+            double *g = G + i * k + j0;
+            __mmask8 m0 = (__mmask8)(nv >= 8 ? 0xff : (1u << nv) - 1), m1 = (__mmask8)(nv > 8 ? (1u << (nv - 8)) - 1 : 0);
+            _mm512_mask_storeu_pd(g, m0, _mm512_add_pd(_mm512_maskz_loadu_pd(m0, g), lo));
+            if (m1) _mm512_mask_storeu_pd(g + 8, m1, _mm512_add_pd(_mm512_maskz_loadu_pd(m1, g + 8), hi));
+            _mm512_store_ps(f, _mm512_setzero_ps());
+        }
+    a->n = 0;
+}
+
+double gbf_gamma_acc(size_t k) {
+    double g = gbf_gamma(GBF_BF16);
+    if (!gbf_amx_chunk(k)) return g;
+    double u = ldexp(1.0, -24), n = GBF_FLUSH + 2;
+    return g + n * u / (1 - n * u) * (1 + g);
 }
 
 void gbf_chunk_bf16(const uint32_t *P, size_t np, size_t k, const float *s, double *G) {

@@ -1,6 +1,7 @@
 /* gram_bf16.h -- the fast route's Gram kernel: the contribution of one chunk of at most
  * GBF_CHUNK contraction rows to G = Bᵀ B, accumulated in float32 registers within the chunk and
- * added (scaled) to a double G between chunks.
+ * added (scaled) to a double G between chunks (on the AMX tiles through gbf_chunk_bf16_acc: to a
+ * float accumulator first, flushed to G every GBF_FLUSH chunks).
  *
  * Two paths, chosen at run time (gbf_path_now):
  *   GBF_BF16: BF16 values (a BF16 weight, or FP8 E4M3 codes, which BF16 holds exactly) packed in
@@ -67,6 +68,28 @@ bool gbf_amx_chunk(size_t k);
  * t >= np; NULL: made from P here, on the AMX path). Same values as gbf_chunk_bf16. */
 void gbf_chunk_bf16_ws(GbfWork *w, const uint32_t *P, const uint32_t *PT, size_t np, size_t k, const float *s,
                        double *G);
+/* The AMX path's float accumulator of one G (issue 32's sweep: the double epilogue per 16 x 16 block
+ * and 128-row chunk was a third of the chunk's time). gbf_chunk_bf16_acc adds a chunk on the AMX
+ * path into the accumulator in float32 -- s_i s_j rounded to float, then one fused multiply-add
+ * per entry -- and adds the accumulator to G in double every GBF_FLUSH chunks; other chunks (the
+ * vdpbf16ps path, k > 256, a scale outside [2^-40, 2^40]) go to G as gbf_chunk_bf16_ws sends them.
+ * Error: a chunk's float product Ĉ (|Ĉ - C| <= gamma_128 sum_t |b_ti||b_tj|) passes through at most
+ * GBF_FLUSH + 2 float roundings before G (the scale product, at most GBF_FLUSH + 1 additions), so
+ * the entry's error is at most gbf_gamma_acc(k) sum_t |s_i b_ti||s_j b_tj| with gbf_gamma_acc =
+ * gamma_128 + gamma_{GBF_FLUSH+2} (1 + gamma_128) where the AMX path is taken (underflow below
+ * 2^-126 per operation: far under gram.c's absolute term). Range: a Gram entry past float's 3e38
+ * within GBF_FLUSH chunks comes out non-finite (an error naming the tensor), as one past it within
+ * a chunk already did (weights near 2^59; FP8 codes are at most 448). One accumulator per G: call
+ * gbf_acc_flush(a, G) before G is read, gbf_acc_clear(a) to drop what a failed G left. */
+#define GBF_FLUSH 8
+typedef struct GbfAcc GbfAcc;
+GbfAcc *gbf_acc_new(size_t kmax);
+void gbf_acc_free(GbfAcc *a);
+void gbf_chunk_bf16_acc(GbfWork *w, GbfAcc *a, const uint32_t *P, const uint32_t *PT, size_t np, size_t k,
+                        const float *s, double *G);
+void gbf_acc_flush(GbfAcc *a, double *G);
+void gbf_acc_clear(GbfAcc *a);
+double gbf_gamma_acc(size_t k);
 /* np pair rows rounded up to whole AMX steps (16). */
 static inline size_t gbf_npad(size_t np) { return (np + 15) / 16 * 16; }
 /* The same over n float rows F (n x gbf_ld(k)), n <= GBF_CHUNK. */
