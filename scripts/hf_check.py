@@ -4,7 +4,7 @@
 Reads a manifest (scripts/hf_check_bundle.sh writes one) of items
   {name, folder, ids, logits (attnlab's: {"logits": [[V] x T]}), quant none|fp8|mxfp4,
    source (the item a conversion was made from, or null), out_err_transformers (check DIR's
-   largest, or null), what}
+   largest, or null), what, expect ("agree", "differs: why", or null)}
 and for each loads the folder with AutoModelForCausalLM (eager attention, TF32 off), runs the ids
 (AutoModelForImageTextToText where a multimodal config has no CausalLM class) and compares
 transformers' logits with attnlab's:
@@ -18,7 +18,9 @@ error as each side computes it (rel of the export's logits against the source's,
 attnlab) and, per attention layer, transformers' relative output error of the export's attention
 against the source's on the source's own hidden states (out_err_hf_tokens; check DIR's
 out_err_transformers is on 64 random Gaussian tokens instead: the same kind of number, other inputs).
-Each item runs in its own try/except: an exception is a result (its message, trimmed).
+Each item runs in its own try/except: an exception is a result (its message, trimmed). Where the item says
+what to expect, each row ends with "as expected" or "UNEXPECTED": agree means rel <= AGREE (float32 noise
+of a BF16 folder widened), differs a larger rel or a refusal.
 
   python3 hf_check.py manifest.json res.json [--device cuda|cpu] [--only NAME,NAME] [--ignore-mismatched]
 
@@ -36,6 +38,7 @@ import traceback
 import warnings
 
 TRIM = 400
+AGREE = 1e-4
 
 
 def trim(s, n=TRIM):
@@ -248,7 +251,7 @@ def check_all(torch, items, device, loader=load_model):
         for v in variants(item):
             res = run_variant(torch, item, v, device, loader)
             res.update(name=item["name"], what=item.get("what", ""), folder=item["folder"],
-                       out_err_transformers=item.get("out_err_transformers"))
+                       out_err_transformers=item.get("out_err_transformers"), expect=item.get("expect"))
             res["_logits_path"] = item["logits"]
             src = done.get((item.get("source"), "f32" if v == "f32" else v)) or done.get((item.get("source"), "f32"))
             if item.get("source") and src and "_z" in res and "_z" in src:
@@ -272,8 +275,20 @@ def fmt(x, f="%10.3g"):
     return f % x if isinstance(x, (int, float)) and x is not None else (" " * (int(f[1:].split(".")[0]) - 1) + "-")
 
 
+def expectation(r):
+    """'as expected' / 'UNEXPECTED (expected ...)' for an item that says what to expect, else None."""
+    want = r.get("expect")
+    if not want or r.get("variant") != "f32":
+        return None
+    agreed = "error" not in r and r.get("rel") is not None and r["rel"] <= AGREE
+    return "as expected" if agreed == (want == "agree") else "UNEXPECTED (expected %s)" % want
+
+
 def row(r):
     notes = []
+    e = expectation(r)
+    if e:
+        notes.append(e)
     if "error" in r:
         notes.append("ERROR " + r["error"])
     for k, v in r.get("load_report", {}).items():

@@ -17,8 +17,12 @@
 #   - FP8: stories260K-hf's projections as fine-grained FP8 (tests/fp8blk_quant.py), its FaRR export
 #     `dtype fp8` and its TransMLA export (BF16 attention beside the copied FP8 MLPs);
 #   - MXFP4: the gpt_oss recipe's experts as gpt-oss releases them (tests/gptoss_mxfp4.py);
-#   - the FP8 and MXFP4 items' decoded F32 twins (their attnlab logits against the quantized ones printed),
-#     and minimax_m2 with partial_rotary_factor beside its rotary_dim (transformers reads only the former).
+#   - the FP8 and MXFP4 items' decoded F32 twins (their attnlab logits against the quantized ones printed);
+#   - the readers that differ from the release (bench/README "Helper hfx (s13)"): minimax_m2 with
+#     partial_rotary_factor beside its rotary_dim (transformers 5.17 reads only the former), qwen3_vl_moe with square
+#     experts (I = D: transformers 5 reads down_proj untransposed; tests/qwen3vl_experts.py square), glm_moe_dsa with
+#     indexer_rope_interleave false (transformers reads the key only from PR #46842 on).
+#   Each item says what hf_check.py should find: "agree" (float32 noise), "differs: why", or nothing (quantized).
 # OUT_DIR/bundle.tar.xz packs it (about 31 MB): unpack it beside hf_check.py and run that there.
 # Prints one line per item; an item attnlab cannot make is left out with a line saying why.
 set -u
@@ -30,9 +34,10 @@ A=$BUILD/attnlab
 TG=$BUILD/tests/test_gguf
 IDS="1 5 9 23 7 100 3 44 12 9 8 77 66 55 4 3 2 1 0 99 17 18 19 20"
 mkdir -p "$OUT" && cd "$OUT" || exit 1
-: > items.tsv   # name, folder, quant, source item, out_err_transformers, what
+: > items.tsv   # name, folder, quant, source item, out_err_transformers, what, expect
 
-# item NAME FOLDER QUANT SOURCE OUT_ERR WHAT: attnlab's logits of FOLDER, one manifest row
+# item NAME FOLDER QUANT SOURCE OUT_ERR WHAT [EXPECT]: attnlab's logits of FOLDER, one manifest row (EXPECT: "agree" or
+# "differs: why"; none for the quantized items, whose readers dequantize otherwise)
 item() {
     if "$TG" logits "$2" "$IDS" > "logits/$1.json" 2> "logits/$1.err"; then
         rm -f "logits/$1.err"
@@ -40,7 +45,7 @@ item() {
         echo "  $1: attnlab's forward pass refused it: $(head -c 200 "logits/$1.err")"
         rm -f "logits/$1.json"
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> items.tsv
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "${7:-}" >> items.tsv
     echo "item $1 ($6)"
 }
 
@@ -68,40 +73,56 @@ mkdir -p fam logits log
 FAMILIES=$("$A" -e "help synth family" | sed -n '1s/.*family \([a-z0-9_|]*\) DIR.*/\1/p' | tr '|' ' ')
 for f in $FAMILIES; do
     case $f in deepseek_v4|kimi_k3) continue ;; esac
-    session "synth_$f" "synth family $f fam/$f dtype bf16" && item "$f" "fam/$f" none "" "" "synth family $f (BF16)"
+    case $f in
+    minimax_m2) x="differs: transformers 5.17's MiniMaxM2Config reads no rotary_dim (rotates 32 dims, the release 16)" ;;
+    mimo) x="differs: not in transformers (remote code)" ;;
+    *) x=agree ;;
+    esac
+    session "synth_$f" "synth family $f fam/$f dtype bf16" && item "$f" "fam/$f" none "" "" "synth family $f (BF16)" "$x"
 done
+# config_set DIR PYTHON: DIR/config.json (c) edited in place
+config_set() { python3 -c 'import json, sys; p = sys.argv[1] + "/config.json"; c = json.load(open(p)); exec(sys.argv[2]); json.dump(c, open(p, "w"), indent=1)' "$1" "$2"; }
 # minimax_m2 with partial_rotary_factor beside rotary_dim (transformers' MiniMaxM2Config reads no rotary_dim)
-cp -r fam/minimax_m2 minimax_m2_prf && python3 -c 'import json, sys; p = sys.argv[1]; c = json.load(open(p)); c["partial_rotary_factor"] = c["rotary_dim"] / c["head_dim"]; json.dump(c, open(p, "w"), indent=1)' minimax_m2_prf/config.json \
-    && item minimax_m2_prf minimax_m2_prf none "" "" "synth family minimax_m2 (BF16), partial_rotary_factor rotary_dim / head_dim added"
+cp -r fam/minimax_m2 minimax_m2_prf && config_set minimax_m2_prf 'c["partial_rotary_factor"] = c["rotary_dim"] / c["head_dim"]' \
+    && item minimax_m2_prf minimax_m2_prf none "" "" "synth family minimax_m2 (BF16), partial_rotary_factor rotary_dim / head_dim added" agree
+# qwen3_vl_moe with square experts (moe_intermediate_size = hidden_size, s12's recipe shape): transformers 5's
+# Transpose(1, 2, check_dims=True) leaves the square down_proj [E, I, D] as its [E, D, I]
+python3 "$SRC/tests/qwen3vl_experts.py" fam/qwen3_vl_moe qwen3_vl_moe_sq square \
+    && item qwen3_vl_moe_sq qwen3_vl_moe_sq none "" "" "synth family qwen3_vl_moe (BF16), experts rewritten square (I = D = 64)" \
+        "differs: transformers 5 keeps a square down_proj untransposed (s12: rel 0.646)"
+# glm_moe_dsa with indexer_rope_interleave false: attnlab and vLLM read the key, transformers from PR #46842 on
+cp -r fam/glm_moe_dsa glm_moe_dsa_ihalf && config_set glm_moe_dsa_ihalf 'c["indexer_rope_interleave"] = False' \
+    && item glm_moe_dsa_ihalf glm_moe_dsa_ihalf none "" "" "synth family glm_moe_dsa (BF16), indexer_rope_interleave false" \
+        "differs: unless transformers reads indexer_rope_interleave (PR #46842); its indexer interleaves whatever it says"
 cp -r "$SRC/tests/models/stories260K-hf" st && rm -f st/tok512.bin st/LICENSE_llama2c_MIT
-item stories260K st none "" "" "stories260K-hf (trained Llama, F32)"
+item stories260K st none "" "" "stories260K-hf (trained Llama, F32)" agree
 
 # FaRR
 for s in st:stories260K:0.9 fam/qwen3:qwen3:0.99 fam/gemma2:gemma2:0.99; do
     IFS=: read -r d n tau <<< "$s"
     session "farr_$n" "load $d; truncate vo tau $tau; export farr_$n; check farr_$n" \
-        && item "farr_$n" "farr_$n" none "$n" "" "truncate vo tau $tau; export (FaRR factors) of $n"
+        && item "farr_$n" "farr_$n" none "$n" "" "truncate vo tau $tau; export (FaRR factors) of $n" agree
 done
 session farr_dense_stories260K "load st; truncate vo tau 0.9; export farr_dense_st format dense" \
-    && item farr_dense_stories260K farr_dense_st none stories260K "" "truncate vo tau 0.9; export format dense of stories260K"
+    && item farr_dense_stories260K farr_dense_st none stories260K "" "truncate vo tau 0.9; export format dense of stories260K" agree
 
 # TransMLA
-mla() {   # NAME FOLDER SOURCE_ITEM CONVERT_ARGS
+mla() {   # NAME FOLDER SOURCE_ITEM CONVERT_ARGS [EXPECT]
     session "mla_$1" "load $2; convert mla $4; export mla_$1; check mla_$1" \
-        && item "mla_$1" "mla_$1" none "$3" "$(out_err_transformers "mla_$1")" "convert mla $4; export of $3"
+        && item "mla_$1" "mla_$1" none "$3" "$(out_err_transformers "mla_$1")" "convert mla $4; export of $3" "${5:-agree}"
 }
 mla stories260K st stories260K "kv-rank 8"
 mla qwen3 fam/qwen3 qwen3 "kv-rank 24 qk-norm fold"
 # mixtral without its window (Mixtral-8x7B's form: DeepSeek-V3 has no sliding window)
-cp -r fam/mixtral mixtral_nw && python3 -c 'import json, sys; p = sys.argv[1]; c = json.load(open(p)); c["sliding_window"] = None; json.dump(c, open(p, "w"), indent=1)' mixtral_nw/config.json \
-    && item mixtral_nw mixtral_nw none "" "" "synth family mixtral (BF16), sliding_window null"
-mla mixtral mixtral_nw mixtral_nw "kv-rank 24"
+cp -r fam/mixtral mixtral_nw && config_set mixtral_nw 'c["sliding_window"] = None' \
+    && item mixtral_nw mixtral_nw none "" "" "synth family mixtral (BF16), sliding_window null" agree
+mla mixtral mixtral_nw mixtral_nw "kv-rank 24" "differs: n_shared_experts null (README: transformers' DeepseekV3 cannot run the MoE layout)"
 
 # FP8 (fine-grained, 128 x 128 blocks) and MXFP4
 if python3 "$SRC/tests/fp8blk_quant.py" st st_fp8 f32 > log/fp8blk.txt 2>&1; then
     item stories260K_fp8 st_fp8 fp8 "" "" "stories260K-hf, projections fine-grained FP8 (tests/fp8blk_quant.py)"
     python3 "$SRC/tests/fp8blk_quant.py" st st_fp8_twin f32 twin > /dev/null \
-        && item stories260K_fp8_twin st_fp8_twin none "" "" "the FP8 stories260K's decoded values in F32 (fp8blk_quant.py twin)"
+        && item stories260K_fp8_twin st_fp8_twin none "" "" "the FP8 stories260K's decoded values in F32 (fp8blk_quant.py twin)" agree
     twins stories260K_fp8 stories260K_fp8_twin
     session farr_fp8 "load st_fp8; truncate vo tau 0.9; export farr_fp8 dtype fp8" \
         && item farr_fp8 farr_fp8 fp8 stories260K_fp8 "" "truncate vo tau 0.9; export dtype fp8 of the FP8 stories260K"
@@ -113,7 +134,7 @@ fi
 if python3 "$SRC/tests/gptoss_mxfp4.py" fam/gpt_oss gpt_oss_mx mxfp4 > log/mxfp4.txt 2>&1; then
     item gpt_oss_mxfp4 gpt_oss_mx mxfp4 "" "" "gpt_oss recipe, experts MXFP4 as released (tests/gptoss_mxfp4.py)"
     python3 "$SRC/tests/gptoss_mxfp4.py" fam/gpt_oss gpt_oss_mx_twin f32 > /dev/null \
-        && item gpt_oss_mxfp4_twin gpt_oss_mx_twin none "" "" "the MXFP4 gpt_oss's decoded experts in F32 (gptoss_mxfp4.py f32)"
+        && item gpt_oss_mxfp4_twin gpt_oss_mx_twin none "" "" "the MXFP4 gpt_oss's decoded experts in F32 (gptoss_mxfp4.py f32)" agree
     twins gpt_oss_mxfp4 gpt_oss_mxfp4_twin
 else
     echo "  gptoss_mxfp4.py failed: $(tail -1 log/mxfp4.txt)"
@@ -124,12 +145,13 @@ import json, sys
 ids = [int(x) for x in sys.argv[1].split()]
 items = []
 for line in open("items.tsv"):
-    name, folder, quant, source, err, what = line.rstrip("\n").split("\t")
+    name, folder, quant, source, err, what, expect = line.rstrip("\n").split("\t")
     items.append({"name": name, "folder": folder, "ids": ids, "logits": "logits/%s.json" % name,
                   "quant": quant, "source": source or None,
-                  "out_err_transformers": float(err) if err else None, "what": what})
+                  "out_err_transformers": float(err) if err else None, "what": what, "expect": expect or None})
 json.dump({"items": items}, open("manifest.json", "w"), indent=1)
 print("manifest.json: %d items" % len(items))
 EOF
-tar cf - manifest.json items.tsv fam st st_fp8 st_fp8_twin gpt_oss_mx gpt_oss_mx_twin minimax_m2_prf mixtral_nw mla_* farr_* logits | xz -T2 -6 > bundle.tar.xz
+tar cf - manifest.json items.tsv fam st st_fp8 st_fp8_twin gpt_oss_mx gpt_oss_mx_twin minimax_m2_prf qwen3_vl_moe_sq \
+    glm_moe_dsa_ihalf mixtral_nw mla_* farr_* logits | xz -T2 -6 > bundle.tar.xz
 du -h bundle.tar.xz | sed 's/^/bundle (xz; hf_check.py reads it unpacked): /'

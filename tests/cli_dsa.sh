@@ -1,7 +1,7 @@
 #!/bin/bash
 # cli_dsa.sh -- DeepSeek-V3.2 (deepseek_v32) and GLM-5 (glm_moe_dsa) through `attnlab -e`: MLA with a
 # lightning indexer that picks index_topk keys per query (the recipes' index_topk 8). `info` shows
-# the indexer (index_topk, its heads, its weights) and GLM-5's rotate_half RoPE; `ranks vo` finds the
+# the indexer (index_topk, its heads, its weights) and GLM-5's interleaved RoPE; `ranks vo` finds the
 # planted ranks; `ppl` says whether the windows stayed within index_topk (dense) or the selection ran,
 # and the two give the numbers test_families checks against the float64 reference; a transformed
 # layer (truncate) runs dense, so its ppl past index_topk is refused; `kv-cache` names the indexer's
@@ -41,7 +41,7 @@ for fam in deepseek_v32 glm_moe_dsa; do
     ok "$fam: kv-cache names the indexer's keys" grep -q "indexer caches 32 more values per token per layer" out.txt
 done
 has "$(e "load $T/deepseek_v32; info")" "^rope_layout  *interleaved$" || fail "deepseek_v32: MLA RoPE interleaved"
-has "$(e "load $T/glm_moe_dsa; info")" "^rope_layout  *rotate_half$" || fail "glm_moe_dsa: MLA RoPE rotate_half"
+has "$(e "load $T/glm_moe_dsa; info")" "^rope_layout  *interleaved$" || fail "glm_moe_dsa: MLA RoPE interleaved"
 has "$(e "load $T/glm_moe_dsa; info")" "^indexer_shared_layers  *1$" || fail "glm_moe_dsa: layer 1 shares layer 0's selection"
 hasnt "$(e "load $T/deepseek_v32; info")" "^indexer_shared_layers" || fail "deepseek_v32: no shared layers"
 

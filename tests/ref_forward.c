@@ -59,14 +59,16 @@
  *                           logits, softmax over those k; experts gate_up_proj (E, D, 2I) as x @ W + bias,
  *                           gate = columns 0, 2, 4..., up = 1, 3, 5...; gate clamped above at 7, up to
  *                           [-7, 7]; (up + 1) * gate * sigmoid(1.702 gate) @ down_proj (E, I, D) + bias
- *   deepseek_v32            deepseek_v3's MLA and MoE, and the lightning indexer (GlmMoeDsaIndexer): query t
+ *   deepseek_v32            deepseek_v3's MLA and MoE, and the lightning indexer (DeepseekV32Indexer): query t
  *                           attends only to the index_topk keys s <= t of highest sum_h w_h relu(q_h . k_s /
  *                           sqrt(index_head_dim)), q = indexer.wq_b(q latent), k = LayerNorm(indexer.wk(x),
  *                           eps 1e-6), both with rotate_half RoPE on their first qk_rope_head_dim dims,
  *                           w = indexer.weights_proj(x) / sqrt(index_n_heads); every key while t < index_topk
- *   glm_moe_dsa             deepseek_v32's, with MLA's RoPE by rotate_half (modeling_glm_moe_dsa), rope_theta
- *                           from rope_parameters, rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types
- *                           "shared" layers take the previous full layer's selection
+ *   glm_moe_dsa             deepseek_v32's, with interleaved RoPE in MLA (rope_interleave) and in the indexer
+ *                           (indexer_rope_interleave, default true: modeling_glm_moe_dsa since PR #46372 applies
+ *                           apply_rotary_pos_emb_interleave to both), rope_theta from rope_parameters,
+ *                           rms_norm_eps 1e-5; IndexShare (GLM-5.2): the indexer_types "shared" layers take the
+ *                           previous full layer's selection
  *   kimi_linear             (modeling_kimi.py) KimiDeltaAttention on the kda_layers (1-based): q / k / v_proj each
  *                           through its causal depthwise conv (no bias) and SiLU, q and k L2-normalised per
  *                           head (eps 1e-6 under the root), q x head_dim^-1/2; per channel the log-decay
@@ -184,9 +186,10 @@ struct RefModel {
     bool interleave;
     /* the lightning indexer (deepseek_v32, glm_moe_dsa; topk 0: none) */
     int ih, id, topk_keys;
+    bool idx_interleave;           /* its RoPE pairs interleaved (GLM-5's indexer_rope_interleave), else rotate_half */
     bool no_select;                /* ref_no_indexer: every key, as if the indexer were switched off */
     bool shared[REF_MAX_LAYERS];   /* indexer_types "shared": the previous full layer's selection (IndexShare) */
-    bool no_share;                 /* ref_no_index_share: every layer runs its own indexer */
+    bool no_share;                 /* ref_no_index_share: the shared layers attend to every key */
     unsigned char *sel;            /* (T x T) the last full layer's selection in ref_logits, or NULL */
     /* Qwen3-Next: the output gate, the Gated DeltaNet layers and their dims */
     bool gate;
@@ -534,7 +537,8 @@ static int parse_config(RefModel *m, const cJSON *r) {
         m->nope = (int)jnum(r, "qk_nope_head_dim", 0, 0);
         m->rope = (int)jnum(r, "qk_rope_head_dim", 0, 0);
         m->vdim = (int)jnum(r, "v_head_dim", 0, 0);
-        m->interleave = m->fam != R_GLM_DSA && jbool(r, "rope_interleave", true);   /* GLM-5: rotate_half */
+        m->interleave = jbool(r, "rope_interleave", true);
+        m->idx_interleave = jbool(r, "indexer_rope_interleave", m->fam == R_GLM_DSA);   /* DeepSeek-V3.2: rotate_half */
         m->hd = m->nope + m->rope;
         m->ih = (int)jnum(r, "index_n_heads", 0, 0);
         m->id = (int)jnum(r, "index_head_dim", 0, 0);
@@ -1046,11 +1050,11 @@ static int attn_g4(const RefModel *m, int L, const double *h, size_t T, double *
     return rc;
 }
 
-/* The lightning indexer of layer L (transformers' GlmMoeDsaIndexer): allow (T x T) row t marks the
- * keys query t attends to -- every key s <= t while t + 1 <= index_topk, else the index_topk of
+/* The lightning indexer of layer L (transformers' DeepseekV32Indexer / GlmMoeDsaIndexer): allow (T x T) row t
+ * marks the keys query t attends to -- every key s <= t while t + 1 <= index_topk, else the index_topk of
  * highest score(t, s) = sum_h w_h relu(q_h . k_s / sqrt(ID)) (ties: the earlier key), with
- * q = wq_b(qa) and k = LayerNorm(wk(h)) (eps 1e-6), rotate_half RoPE on their first
- * qk_rope_head_dim dims, w = weights_proj(h) / sqrt(IH). */
+ * q = wq_b(qa) and k = LayerNorm(wk(h)) (eps 1e-6), RoPE on their first qk_rope_head_dim dims (rotate_half;
+ * GLM-5's apply_rotary_pos_emb_interleave under indexer_rope_interleave), w = weights_proj(h) / sqrt(IH). */
 static int indexer(const RefModel *m, int L, const double *h, const double *qa, size_t T, unsigned char *allow) {
     const size_t D = (size_t)m->D, IH = (size_t)m->ih, ID = (size_t)m->id, QL = (size_t)m->qlora, K = (size_t)m->topk_keys;
     double *q = malloc(T * IH * ID * sizeof *q), *k = malloc(T * ID * sizeof *k), *w = malloc(T * IH * sizeof *w);
@@ -1062,8 +1066,9 @@ static int indexer(const RefModel *m, int L, const double *h, const double *qa, 
     if (rc == AL_OK) rc = lin_named(m, L, "self_attn.indexer.weights_proj", false, h, D, T, D, IH, w);
     for (size_t t = 0; rc == AL_OK && t < T; t++) {
         layernorm(k + t * ID, ID, kn, kb, 1e-6);
-        rope(k + t * ID, m->rope, (double)t, m->theta, m->rope_factor, false);
-        for (size_t i = 0; i < IH; i++) rope(q + (t * IH + i) * ID, m->rope, (double)t, m->theta, m->rope_factor, false);
+        rope(k + t * ID, m->rope, (double)t, m->theta, m->rope_factor, m->idx_interleave);
+        for (size_t i = 0; i < IH; i++)
+            rope(q + (t * IH + i) * ID, m->rope, (double)t, m->theta, m->rope_factor, m->idx_interleave);
     }
     for (size_t t = 0; rc == AL_OK && t < T; t++) {
         for (size_t j = 0; j <= t; j++) {
@@ -1128,9 +1133,10 @@ static int attn_mla(const RefModel *m, int L, const double *h, size_t T, double 
         }
     }
     /* a full layer selects; a shared one (IndexShare) takes the previous full layer's selection, as
-       transformers passes prev_topk_indices on (the first layer has none to take: it selects) */
-    bool reuse = m->shared[L] && !m->no_share && m->sel;
-    unsigned char *allow = m->topk_keys > 0 && !m->no_select && !reuse ? calloc(T * T, 1) : NULL;
+       transformers passes prev_topk_indices on (the first layer has none to take: it selects); with
+       ref_no_index_share the shared layers attend to every key instead */
+    bool reuse = m->shared[L] && !m->no_share && m->sel, dense = m->shared[L] && m->no_share && m->sel;
+    unsigned char *allow = m->topk_keys > 0 && !m->no_select && !reuse && !dense ? calloc(T * T, 1) : NULL;
     if (rc == AL_OK && allow) rc = indexer(m, L, h, qa, T, allow);
     if (allow) { free(m->sel); ((RefModel *)m)->sel = allow; }   /* the pass's state across layers */
     if (reuse) allow = m->sel;

@@ -44,7 +44,8 @@ int ref_mean_nll(RefModel *m, const int *tokens, size_t T, double *nll);
 /* off: deepseek_v32 / glm_moe_dsa attend to every key, as if the indexer selected them all (the switch the
  * tests use to show the selection matters). */
 void ref_no_indexer(RefModel *m, bool off);
-/* off: every layer runs its own indexer, as if no layer were "shared" (IndexShare switched off). */
+/* off: the "shared" layers attend to every key instead of the last full layer's selection (IndexShare switched
+ * off; they carry no indexer of their own, as GLM-5.2's release). */
 void ref_no_index_share(RefModel *m, bool off);
 
 /* From the next ref_logits on, the attention weights of query head h of layer L go to P (n, n): row i the

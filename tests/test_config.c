@@ -458,12 +458,19 @@ static void test_dsa_families(void) {
     c = parse(GLM5);
     CHECK(c.family == FAM_GLM_MOE_DSA && cfg_has_indexer(&c) && c.index_heads == 32 && c.index_topk == 2048 &&
           c.qk_nope_dim == 192 && c.qk_rope_dim == 64 && c.v_dim == 256 && c.q_lora_rank == 2048 &&
-          c.rope_spec.layout == ROPE_HALF && c.rope_theta == 8e6 && c.rope_spec.theta == 8e6 && c.norm_eps == 1e-5 &&
-          c.moe.n_group == 1 && !cfg_moe_layer(&c, 2) && cfg_moe_layer(&c, 77),
-          "glm_moe_dsa: rotate_half MLA RoPE, rope_theta 8e6 from rope_parameters, 32 indexer heads, top 2048");
-    c = parse(GLM5 ", \"rope_interleave\": true");
-    CHECK(c.rope_spec.layout == ROPE_HALF, "glm_moe_dsa: modeling_glm_moe_dsa rotates by rotate_half whatever "
-                                           "rope_interleave says");
+          c.rope_spec.layout == ROPE_INTERLEAVED && c.index_rope == ROPE_INTERLEAVED && c.rope_theta == 8e6 &&
+          c.rope_spec.theta == 8e6 && c.norm_eps == 1e-5 && c.moe.n_group == 1 && !cfg_moe_layer(&c, 2) &&
+          cfg_moe_layer(&c, 77),
+          "glm_moe_dsa: interleaved MLA and indexer RoPE, rope_theta 8e6 from rope_parameters, 32 indexer heads, top 2048");
+    CHECK(parse(DSV32).index_rope == ROPE_HALF, "deepseek_v32: the indexer's RoPE by rotate_half (its inference code, "
+                                                "vLLM's indexer_rope_interleave default false)");
+    c = parse(GLM5 ", \"rope_interleave\": true, \"indexer_rope_interleave\": true");   /* GLM-5's release writes both */
+    CHECK(c.rope_spec.layout == ROPE_INTERLEAVED && c.index_rope == ROPE_INTERLEAVED, "glm_moe_dsa: as released");
+    c = parse(GLM5 ", \"indexer_rope_interleave\": false");
+    CHECK(c.rope_spec.layout == ROPE_INTERLEAVED && c.index_rope == ROPE_HALF, "glm_moe_dsa: indexer_rope_interleave "
+                                                                           "false read (vLLM reads it)");
+    c = parse(DSV32 ", \"indexer_rope_interleave\": true");
+    CHECK(c.index_rope == ROPE_INTERLEAVED, "deepseek_v32: indexer_rope_interleave true read");
     CHECK(cfg_layer_indexer(&c, 0) && cfg_layer_indexer(&c, 3) && cfg_layer_indexer(&c, 77), "glm_moe_dsa: GLM-5: every "
           "layer runs its own indexer");
     c = parse(GLM5 ", \"index_topk_freq\": 4, \"index_skip_topk_offset\": 3");      /* GLM-5.2's IndexShare */
@@ -842,9 +849,17 @@ static void test_minimax_m2(void) {
           !strcmp(name, "model.layers.5.block_sparse_moe.e_score_correction_bias"), "minimax_m2: bias name %s", name);
     CHECK(cfg_role_name(&c, ROLE_EXP_UP, 5, 7, "weight", name, sizeof name) &&
           !strcmp(name, "model.layers.5.block_sparse_moe.experts.7.w3.weight"), "minimax_m2: expert name %s", name);
-    c = parse("\"model_type\": \"minimax_m2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
-              "\"head_dim\": 32, \"rotary_dim\": 8, \"partial_rotary_factor\": 0.5");
-    CHECK(c.qk_rope_dim == 16, "minimax_m2: partial_rotary_factor wins over rotary_dim (%d rotary dims)", c.qk_rope_dim);
+#define MM2 "{\"model_type\": \"minimax_m2\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, " \
+            "\"head_dim\": 32, \"rotary_dim\": 8"
+    CHECK_ERR(model_config_parse(MM2 ", \"partial_rotary_factor\": 0.5}", "mm2/config.json", &c), "rotary_dim = 8 and "
+              "partial_rotary_factor = 0.5 name different rotary dims (8 and 16 of head_dim 32");
+    CHECK_ERR(model_config_parse(MM2 ", \"rope_parameters\": {\"partial_rotary_factor\": 0.5, \"rope_theta\": 5e6}}",
+                                 "mm2/config.json", &c), "rotary_dim = 8 and rope_parameters.partial_rotary_factor = 0.5");
+    CHECK_OK(model_config_parse(MM2 ", \"partial_rotary_factor\": 0.25, \"rope_parameters\": {\"partial_rotary_factor\": "
+                                "0.25, \"rope_theta\": 5e6}}", "mm2/config.json", &c));
+    CHECK(c.qk_rope_dim == 8 && c.qk_nope_dim == 24, "minimax_m2: rotary_dim and partial_rotary_factor agreeing: %d "
+          "rotary dims", c.qk_rope_dim);
+#undef MM2
 }
 
 /* Ministral 3 as mistralai/Ministral-3-8B-Instruct-2512's text_config declares it (its keys and

@@ -1621,6 +1621,54 @@ static void check_mla(Lint *x) {
             c->kv_lora_rank, c->qk_rope_dim);
 }
 
+/* ---- readers that compute another model than the release (s12's run through transformers 5.17) */
+
+/* Qwen3-VL MoE's fused experts as released, gate_up_proj [E, D, 2I] and down_proj [E, I, D] used as x @ W:
+ * transformers 5 keeps [E, 2I, D] / [E, D, I] (F.linear) and transposes at load only where the stored shape is
+ * not its own (conversion_mapping.py, Transpose(1, 2, check_dims=True)), so a square tensor -- down_proj when
+ * I = D, gate_up_proj when D = 2I -- is read untransposed. */
+static void check_square_experts(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    long h = c->hidden, f = c->moe.expert_ffn > 0 ? c->moe.expert_ffn : c->intermediate;
+    int L = 0;
+    while (L < c->n_layers && !cfg_moe_layer(c, L)) L++;
+    char name[192];
+    if (c->mlp != MLP_MOE || c->moe.layout != MOE_QWEN3_VL || (f != h && 2 * f != h) || L == c->n_layers ||
+        !cfg_role_name(c, f == h ? ROLE_EXPS_DOWN : ROLE_EXPS_GATE_UP, L, -1, NULL, name, sizeof name))
+        return;
+    add(x, LINT_ERROR, LT_HF, LT_HF, "moe_intermediate_size %ld with hidden_size %ld makes %s (and its like on every "
+        "MoE layer) square: transformers 5 transposes Qwen3-VL MoE's stored experts ([E, D, 2I] and [E, I, D], used as "
+        "x @ W) to its own layout only where the shapes differ (conversion_mapping.py: Transpose(1, 2, check_dims=True)), "
+        "so it reads this one untransposed: a different model (vLLM and llama.cpp's converter always transpose; the "
+        "released checkpoints, I = 768 of D = 2048, are read right everywhere)", f, h, name);
+}
+
+/* MiniMax-M2's rotary_dim without partial_rotary_factor (the release's config.json): transformers 5.17's
+ * MiniMaxM2Config reads no rotary_dim and rotates every head dim; the release's code, vLLM, SGLang and llama.cpp's
+ * converter the first rotary_dim. (Both keys present and disagreeing: config.c refuses the folder.) */
+static void check_rotary_dim(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    const cJSON *rd = cJSON_GetObjectItemCaseSensitive(x->tree, "rotary_dim");
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(x->tree, "rope_parameters");
+    bool factor = cJSON_GetObjectItemCaseSensitive(x->tree, "partial_rotary_factor") ||
+                  (cJSON_IsObject(rp) && cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor"));
+    int hd = cfg_d_qk(c);
+    if (!cfg_row(c)->rotary_dim_key || !cJSON_IsNumber(rd) || factor || rd->valuedouble >= hd) return;
+    add(x, LINT_ERROR, LT_HF, LT_HF, "rotary_dim %g without partial_rotary_factor: transformers 5.17's MiniMaxM2Config "
+        "reads no rotary_dim and rotates all %d dims of each head, where the release's code (and vLLM, SGLang, llama.cpp's "
+        "converter) rotates the first %g: a different model; add \"partial_rotary_factor\": %g (rotary_dim / head_dim) "
+        "so that every reader rotates the same dims", rd->valuedouble, hd, rd->valuedouble, rd->valuedouble / hd);
+}
+
+/* GLM-5's interleaved RoPE (MLA and indexer): transformers' first GlmMoeDsa rotated both by rotate_half. */
+static void check_glm_rope(Lint *x) {
+    const ModelConfig *c = &x->cfg;
+    if (!cfg_row(c)->indexer_rope_interleave || !cfg_has_indexer(c) || c->rope_spec.layout != ROPE_INTERLEAVED) return;
+    add(x, LINT_ADVISORY, LT_HF, 0, "transformers before PR #46372 (June 2026) rotated GLM-5's MLA and indexer RoPE "
+        "dims by rotate_half (its first GlmMoeDsa): a different model from the release's; later versions (5.17 checked) "
+        "rotate interleaved pairs, as vLLM, SGLang and llama.cpp do and attnlab reads");
+}
+
 /* config.json: present, JSON, described (attnlab's families) -- the rest of lint needs it. */
 static void read_config(Lint *x) {
     char *path = al_asprintf("%s/config.json", x->dir);
@@ -1692,6 +1740,7 @@ static void lint_dir(Lint *x) {
     if (x->tree) check_fp4_lists(x);
     check_quant_config(x);
     if (!x->tree || strcmp(x->r->model_type, family_row(FAM_ATTNLAB_MLA)->model_type)) check_mla(x);   /* stock MLA keys */
+    if (x->cfg_ok) { check_square_experts(x); check_rotary_dim(x); check_glm_rope(x); }
     check_tokenizer(x);
 }
 

@@ -479,7 +479,8 @@ static int attn_gqa(const Ctx *c) {
 }
 
 /* The lightning indexer of DeepSeek-V3.2 / GLM-5: wq_b (index_n_heads x index_head_dim, q_lora_rank),
- * wk (index_head_dim, hidden), k_norm (LayerNorm weight and bias), weights_proj (index_n_heads, hidden). */
+ * wk (index_head_dim, hidden), k_norm (LayerNorm weight and bias), weights_proj (index_n_heads, hidden); on the
+ * layers that run it (GLM-5.2's "shared" layers carry none, as its release). */
 static int attn_indexer(const Ctx *c) {
     const ModelConfig *m = c->c;
     const size_t D = (size_t)m->hidden, ID = (size_t)m->index_head_dim, IH = (size_t)m->index_heads;
@@ -509,7 +510,7 @@ static int attn_mla(const Ctx *c) {
     if (rc == AL_OK) rc = add_mat(c, ROLE_O, op); else mat_free(op);
     if (rc == AL_OK && m->lin.mla_gate)                  /* Kimi-K3: the output gate (H v, D), not in the planted maps */
         rc = add_gauss(c, ROLE_ATTN_GATE, -1, (size_t)m->n_heads * (size_t)m->v_dim, D, 0);
-    return rc == AL_OK && cfg_has_indexer(m) ? attn_indexer(c) : rc;
+    return rc == AL_OK && cfg_layer_indexer(m, c->L) ? attn_indexer(c) : rc;
 }
 
 /* Columns of A (rows x n, n <= rows) made orthonormal in place (modified Gram-Schmidt, twice, in double). */

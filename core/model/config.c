@@ -210,6 +210,8 @@ static void parse_deepseek(cfg_reader *r, ModelConfig *c) {
     c->index_heads = cfg_int(r, "index_n_heads", 0, false);
     c->index_head_dim = cfg_int(r, "index_head_dim", 0, false);
     c->index_topk = cfg_int(r, "index_topk", 0, false);
+    c->index_rope = cfg_bool(r, "indexer_rope_interleave", cfg_row(c)->indexer_rope_interleave) ? ROPE_INTERLEAVED
+                                                                                                 : ROPE_HALF;
     parse_index_share(r, c);
     parse_hf_rest(r, c);
 }
@@ -350,13 +352,31 @@ static void parse_nope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     }
 }
 
+/* MiniMax-M2's rotary_dim rd beside a partial_rotary_factor (top level or in rope_parameters rp): the release's code
+ * reads rotary_dim, transformers 5's MiniMaxM2Config the factor (the first int(head_dim x factor) dims), so where
+ * the two name different dims the folder describes two models: into r->badnum, naming both. */
+static void rotary_dim_agrees(cfg_reader *r, const cJSON *root, const cJSON *rp, int head_dim, double rd) {
+    const cJSON *f[2] = {cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor"),
+                         cJSON_IsObject(rp) ? cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor") : NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!cJSON_IsNumber(f[i]) || (int)(head_dim * f[i]->valuedouble) == (int)rd) continue;
+        char item[300];
+        snprintf(item, sizeof item, "rotary_dim = %g and %spartial_rotary_factor = %g name different rotary dims (%g "
+                 "and %d of head_dim %d: MiniMax-M2's code reads rotary_dim, transformers 5 the factor; keep the one "
+                 "the weights were trained with)", rd, i ? "rope_parameters." : "", f[i]->valuedouble, rd,
+                 (int)(head_dim * f[i]->valuedouble), head_dim);
+        cfg_list_add(r->badnum, sizeof r->badnum, item);
+        r->nbad++;
+    }
+}
+
 /* The RoPE spec: layout, rotary dims (partial rotary), theta(s), scaling. */
 static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     RopeSpec *sp = &c->rope_spec;
     c->rope_interleave = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "rope_interleave"));
     sp->layout = c->rope;
     if (cfg_row(c)->keys == KEYS_MLA || cfg_row(c)->keys == KEYS_KIMI_K3)
-        sp->layout = c->rope_interleave && !cfg_row(c)->mla_rope_half ? ROPE_INTERLEAVED : ROPE_HALF;
+        sp->layout = c->rope_interleave ? ROPE_INTERLEAVED : ROPE_HALF;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mla_use_nope")))   /* Kimi-Linear: MLA without RoPE */
         c->rope = sp->layout = ROPE_NONE;
     double pf = cfg_row(c)->partial_rotary > 0 ? cfg_row(c)->partial_rotary : 1.0;      /* the row's default */
@@ -365,6 +385,7 @@ static void parse_rope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     /* transformers 5 writes rope_parameters: the scaling and the rotary factor in one object (Qwen3.5,
      * Ministral 3); its rope_theta was read with the sizes (parse_hf_rest) */
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (rd > 0) rotary_dim_agrees(r, root, rp, c->qk_rope_dim, rd);
     if (cJSON_IsObject(rp)) pf = jnum(r, rp, "partial_rotary_factor", pf);
     sp->partial_factor = jnum(r, root, "partial_rotary_factor", jnum(r, root, "rotary_pct", pf));
     if (c->rope == ROPE_HALF && !c->rope_first && c->qk_nope_dim == 0 && sp->partial_factor > 0 && sp->partial_factor < 1.0) {

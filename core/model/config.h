@@ -138,6 +138,8 @@ typedef struct {
                                  false when config says qk_latent_layernorm: false (TransMLA exports) */
     int index_heads, index_head_dim, index_topk;   /* MLA's lightning indexer (DeepSeek-V3.2, GLM-5): index_n_heads,
                                  index_head_dim, index_topk (0: no indexer, dense attention) */
+    rope_layout index_rope;   /* the indexer's RoPE on its first qk_rope_head_dim dims: ROPE_INTERLEAVED with
+                                 indexer_rope_interleave (GLM-5's default), else ROPE_HALF (DeepSeek-V3.2's) */
     unsigned char index_shared[CFG_MAX_LAYERS];  /* 1: layer L reuses the last full layer's selection (GLM-5.2's
                                  indexer_types "shared"; IndexShare) */
     dt_type dtype;            /* storage dtype of the attention weights */

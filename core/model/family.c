@@ -370,25 +370,30 @@ const FamilyRow FAMILY[] = {
         .engines = ENGINE_VLLM | ENGINE_SGLANG},
     /* GLM-5's config.json (zai-org/GLM-5): DeepSeek-V3.2's attention with q_lora 2048, qk_nope 192, qk_rope 64,
        v 256, index_n_heads 32, index_head_dim 128, index_topk 2048, rope_parameters {rope_theta, rope_type
-       default}, rms_norm_eps 1e-5, n_group / topk_group 1, first_k_dense_replace 3; transformers'
-       modeling_glm_moe_dsa rotates MLA's and the indexer's RoPE dims by rotate_half. The recipe writes
+       default}, rope_interleave and indexer_rope_interleave true, rms_norm_eps 1e-5, n_group / topk_group 1,
+       first_k_dense_replace 3. MLA's and the indexer's RoPE rotate interleaved pairs (the indexer's its first
+       qk_rope_head_dim dims): vLLM's / SGLang's deepseek_v2 (is_neox_style False; the indexer's from
+       indexer_rope_interleave), llama.cpp's glm-dsa (deepseek2's graph, no row permutation), transformers since
+       PR #46372 (June 2026; its first GlmMoeDsa rotated both by rotate_half: lint says so). The recipe writes
        rms_norm_eps 1e-6: with GLM-5's 1e-5, transformers (1e-6 on the MLA latents) and vLLM / SGLang
        (rms_norm_eps) compute different models, which lint reports on the real checkpoints. GLM-5.2 adds
        IndexShare (indexer_types, index_topk_freq 4, index_skip_topk_offset 3: "shared" layers reuse the
-       last full layer's selection); the recipe keeps it, shrunk to full / shared / full */
+       last full layer's selection and carry no indexer weights); the recipe keeps it, shrunk to full / shared
+       / full, layer 1 without indexer.* tensors */
     [FAM_GLM_MOE_DSA] = {
         "glm_moe_dsa", "GlmMoeDsaForCausalLM", "glm_moe_dsa", "GLM-5 (DeepSeek-V3.2's MLA with a lightning indexer, "
-        "rotate_half RoPE; MoE, sigmoid routing)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA, .moe = MOE_DEEPSEEK,
-        .router = ROUTER_DS_V3, .eps = 1e-5, .mla_rope_half = true,
+        "both with interleaved RoPE; MoE, sigmoid routing)", LLAMA_LIKE, .keys = KEYS_MLA, .attn = QKV_MLA,
+        .moe = MOE_DEEPSEEK, .router = ROUTER_DS_V3, .eps = 1e-5, .indexer_rope_interleave = true,
         .synth = {128, 4, 4, 3, 256, 256, false,
                   GQA_KEYS("silu", "1e-06") ", \"first_k_dense_replace\": 1, \"index_head_dim\": 32, "
                   "\"index_n_heads\": 4, \"index_skip_topk_offset\": 1, \"index_topk\": 8, \"index_topk_freq\": 2, "
-                  "\"indexer_types\": [\"full\", \"shared\", \"full\"], \"kv_lora_rank\": 64, "
+                  "\"indexer_rope_interleave\": true, \"indexer_types\": [\"full\", \"shared\", \"full\"], "
+                  "\"kv_lora_rank\": 64, "
                   "\"moe_intermediate_size\": 64, \"n_group\": 1, \"n_routed_experts\": 8, \"n_shared_experts\": 1, \"norm_topk_prob\": true, "
                   "\"num_experts_per_tok\": 2, \"num_nextn_predict_layers\": 0, \"q_lora_rank\": 64, "
-                  "\"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_parameters\": {\"rope_theta\": 1000000, "
-                  "\"rope_type\": \"default\"}, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "
-                  "\"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
+                  "\"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_interleave\": true, \"rope_parameters\": "
+                  "{\"rope_theta\": 1000000, \"rope_type\": \"default\"}, \"routed_scaling_factor\": 2.5, "
+                  "\"scoring_func\": \"sigmoid\", \"topk_group\": 1, \"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
         .engines = ENGINES_ALL, .llamacpp_arch = "glm-dsa"},
     /* moonshotai/Kimi-K2.5's config.json (KimiK25ForConditionalGeneration, remote code): text_config deepseek_v3 --
        61 layers, 64 heads, q_lora 1536, kv_lora 512, qk_nope 128, qk_rope 64, v 128, 384 experts top-8 of 2048
@@ -426,7 +431,8 @@ const FamilyRow FAMILY[] = {
                   "\"routed_scaling_factor\": 2.827, \"scoring_func\": \"sigmoid\", \"topk_group\": 1, "
                   "\"topk_method\": \"noaux_tc\", \"v_head_dim\": 32"},
         .engines = ENGINE_VLLM | ENGINE_SGLANG},
-    /* moonshotai/Kimi-Linear-48B-A3B's config.json (KimiLinearForCausalLM, remote code modeling_kimi.py): 27 layers,
+    /* moonshotai/Kimi-Linear-48B-A3B's config.json (KimiLinearForCausalLM: remote code modeling_kimi.py, and
+       transformers 5's own class, which computed the recipe's logits as attnlab does in s12's check): 27 layers,
        linear_attn_config kda_layers (1-based) 3 of 4 Kimi Delta Attention, full_attn_layers [4, 8, ..., 24, 27] MLA
        with q_proj (q_lora_rank null), kv_lora 512, qk_nope 128, qk_rope 64, v 128, mla_use_nope (no RoPE at all),
        32 KDA heads of 128, short conv 4; 256 experts top-8 of 1024 (sigmoid, moe_renormalize, routed_scaling_factor
@@ -446,7 +452,7 @@ const FamilyRow FAMILY[] = {
                   "\"pad_token_id\": 0, \"q_lora_rank\": null, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"rope_scaling\": null, "
                   "\"rope_theta\": 10000.0, \"routed_scaling_factor\": 2.446, \"topk_group\": 1, "
                   "\"use_grouped_topk\": true, \"v_head_dim\": 32"},
-        .engines = ENGINE_VLLM | ENGINE_SGLANG},
+        .engines = ENGINE_HF | ENGINE_VLLM | ENGINE_SGLANG},
     /* deepseek-ai/DeepSeek-V4-Flash's config.json (DeepseekV4ForCausalLM): 43 layers, compress_ratios [0, 0] +
        [4, 128] x 20 + [4, 0] (the last the MTP layer's), 64 heads of 512 over one KV head, qk_rope 64, q_lora 1024,
        o_groups 8 x o_lora 1024, window 128, indexer 64 x 128 top-512, hc_mult 4, 3 hash layers, 256 experts top-6
@@ -617,7 +623,11 @@ const FamilyRow FAMILY[] = {
        norms), 48 layers, every one (decoder_sparse_step 1, mlp_only_layers []) 128 experts top-8 of 768 routed by
        softmax, the top-k renormalised (Qwen3VLMoeTextTopKRouter always does), no shared expert; the experts fused
        as the checkpoint stores them: gate_up_proj [E, D, 2I] used as x @ W, gate / up its column halves, down_proj
-       [E, I, D]. The recipe: 4 experts top-2 of 64 */
+       [E, I, D] (transformers 4.57's bmm, vLLM's loader -- transposed, chunked in halves --, llama.cpp's converter).
+       transformers 5 keeps them as [E, 2I, D] / [E, D, I] (F.linear) and transposes at load only where the stored
+       shape differs (conversion_mapping.py: Transpose(1, 2, check_dims=True)): right for the releases (D 2048, I 768),
+       wrong where I = D (down_proj square) or D = 2I (gate_up_proj square), which lint says. The recipe: 4 experts
+       top-2 of 48 (neither square) */
     [FAM_QWEN3_VL_MOE] = {
         "qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", "qwen3",
         "Qwen3-VL MoE: its text tower (Qwen3's layer; M-RoPE; fused experts)", LLAMA_LIKE, .qk_norm = QKN_HEAD,
@@ -631,7 +641,7 @@ const FamilyRow FAMILY[] = {
                       "\"out_hidden_size\": 64, \"patch_size\": 16, \"spatial_merge_size\": 2, \"temporal_patch_size\": 2}",
         .synth = {64, 4, 2, 3, 256, 128, false,
                   GQA_KEYS("silu", "1e-06") ", \"decoder_sparse_step\": 1, \"head_dim\": 32, \"mlp_only_layers\": [], "
-                  "\"moe_intermediate_size\": 64, \"norm_topk_prob\": true, \"num_experts\": 4, "
+                  "\"moe_intermediate_size\": 48, \"norm_topk_prob\": true, \"num_experts\": 4, "
                   "\"num_experts_per_tok\": 2, \"rope_scaling\": {\"mrope_interleaved\": true, "
                   "\"mrope_section\": [6, 5, 5], \"rope_type\": \"default\"}, \"rope_theta\": 5000000"},
         .engines = ENGINES_ALL, .llamacpp_arch = "qwen3vlmoe"},
@@ -725,7 +735,9 @@ const FamilyRow FAMILY[] = {
                   "\"sliding_window\": " SW ", \"sliding_window_pattern\": \"LLLG\""},
         .engines = ENGINES_ALL, .llamacpp_arch = "exaone4", .gguf_arch = "exaone4"},
     /* MiniMaxAI/MiniMax-M2's config.json: 48 / 8 heads of 128, rotary_dim 64 (rotate_half on the first
-       64 dims), q_norm / k_norm over the whole projection (qk_norm_type per_layer), every layer 256
+       64 dims; no partial_rotary_factor: transformers 5.17's MiniMaxM2Config reads no rotary_dim and rotates all
+       128, which lint says; a partial_rotary_factor beside it is read and must agree), q_norm / k_norm over the
+       whole projection (qk_norm_type per_layer), every layer 256
        experts w1 / w3 / w2 of intermediate_size, top-8 by sigmoid + e_score_correction_bias, weights
        the unbiased sigmoids renormalised (MiniMaxM2TopKRouter); no shared expert; theta 5e6 */
     [FAM_MINIMAX_M2] = {

@@ -310,8 +310,8 @@ typedef struct {
     bool nope_on_global;          /* with a sliding window, the layers without one apply no RoPE (EXAONE 4) */
     bool llama4_scaling;          /* rope_parameters' llama_4_scaling_beta scales q at position p by
                                      1 + beta ln(1 + floor(p / original_max_position_embeddings)) (Ministral 3) */
-    bool rotary_dim_key;          /* config.json's rotary_dim gives the rotated dims of a head, unless
-                                     partial_rotary_factor is given (MiniMax-M2: 64 of 128) */
+    bool rotary_dim_key;          /* config.json's rotary_dim gives the rotated dims of a head (MiniMax-M2: 64 of 128);
+                                     a partial_rotary_factor beside it must name the same dims (refused otherwise) */
     const char *mtp_layers;       /* where multi-token-prediction layers live under the model's prefix, which
                                      attnlab and lint skip ("mtp_layers.": MiMo; NULL: none, or DeepSeek's
                                      past num_hidden_layers under layers.) */
@@ -322,7 +322,8 @@ typedef struct {
                                      (clamp(up, +-limit) + 1) * g sigmoid(alpha g), g = min(gate, limit) */
     double swiglu_alpha;          /* its alpha (gpt-oss: 1.702) */
     bool router_norm_topk;        /* top-k weights renormalised whatever norm_topk_prob says (Mixtral) */
-    bool mla_rope_half;           /* MLA's RoPE pairs by rotate_half whatever rope_interleave says (GLM-5) */
+    bool indexer_rope_interleave; /* the lightning indexer's RoPE pairs interleaved (2j, 2j + 1) unless config.json's
+                                     indexer_rope_interleave says false (GLM-5; DeepSeek-V3.2's indexer: rotate_half) */
     router_kind router;           /* how the router chooses (whatever scoring_func says) */
     bool mup;                     /* Granite's multipliers: embedding_multiplier (embeddings), attention_multiplier (the
                                      softmax scale), residual_multiplier (each block's output), logits_scaling (logits

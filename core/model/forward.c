@@ -580,9 +580,10 @@ static int load_fused_experts(Forward *f, int L, bool dry, size_t *bytes, Ffn *e
 }
 
 /* Qwen3-VL MoE's and Llama 4's experts: gate_up_proj (E, D, 2 FI) used as x @ W with gate / up the column halves
- * (Phi-3's `gu` [gate | up] outputs), down_proj (E, FI, D); each expert's blocks viewed in the mapping as (in, out)
- * weights, read in place by matmul.c's x @ W kernels (they were transposed into owned float32 copies at load: 4 bytes
- * a weight held for every expert). */
+ * (Phi-3's `gu` [gate | up] outputs), down_proj (E, FI, D) -- the releases' layout, as transformers 4.57's bmm, vLLM's
+ * loader and llama.cpp's converter read Qwen3-VL MoE's (transformers 5 transposes them at load where the shapes
+ * differ) --; each expert's blocks viewed in the mapping as (in, out) weights, read in place by matmul.c's x @ W
+ * kernels (they were transposed into owned float32 copies at load: 4 bytes a weight held for every expert). */
 static int load_experts_xw(Forward *f, int L, size_t E, size_t FI, bool dry, size_t *bytes, Ffn *ex) {
     int rc = AL_OK;
     for (size_t e = 0; rc == AL_OK && e < E; e++) {
@@ -1346,18 +1347,19 @@ static int attention_override(Forward *f, int L, size_t T) {
  * Hadamard rotation of q and k keeps their dot products): per query t and key s <= t,
  *   score(t, s) = sum_h w_h(t) relu(q_h(t) . k(s) / sqrt(ID)),  w(t) = weights_proj(x_t) / sqrt(IH),
  *   q(t) = wq_b(q latent after q_a_layernorm) (IH heads of ID), k(s) = LayerNorm(wk(x_s)) (eps 1e-6),
- * both with rotate_half RoPE on their first qk_rope_head_dim dims. Query t attends to the index_topk
- * keys of highest score (every key while t < index_topk: the selection then keeps them all). */
+ * both with RoPE on their first qk_rope_head_dim dims (rotate_half; GLM-5's, indexer_rope_interleave, interleaved
+ * pairs: cfg index_rope). Query t attends to the index_topk keys of highest score (every key while t < index_topk:
+ * the selection then keeps them all). */
 
 #define INDEXER_EPS 1e-6
 
-/* RoPE (rotate_half) on the first `rope` dims of each of `heads` vectors of width ID per row. */
+/* RoPE (the indexer's layout) on the first `rope` dims of each of `heads` vectors of width ID per row. */
 static void indexer_rope(const Forward *f, int L, float *x, size_t T, size_t ld, size_t heads, size_t ID) {
     size_t half = f->rope / 2;
     const RopeSet *r = &f->rs[f->lrs[L]];
     for (size_t t = 0; t < T; t++)
         for (size_t h = 0; h < heads; h++)
-            rope_rotate_cs(x + t * ld + h * ID, half, ROPE_HALF, r->cs.p + t * half, r->sn.p + t * half);
+            rope_rotate_cs(x + t * ld + h * ID, half, f->c->index_rope, r->cs.p + t * half, r->sn.p + t * half);
 }
 
 /* The indexer's queries and head weights of the T rows (from the q latent ql, (T, ql)) into f->iq /
