@@ -6,7 +6,8 @@
  * attention, output projection and norm + MLP). For the 1.1B model, in one run (issue 18):
  *   - the time before the first window (model_open + fwd_new + the first 16-token run, minus a
  *     warm 16-token run) against reading the weight files once from a warm page cache;
- *   - prefill tok/s in compute f32 and bf16 (core/linalg/matmul.h);
+ *   - prefill tok/s in compute f32 and bf16 (core/linalg/matmul.h); where the CPU has AMX, bf16 on the
+ *     AMX tiles and on the vdpbf16ps token lanes, interleaved (wall and CPU, matmul_amx.h);
  *   - the GEMM floor: OpenBLAS sgemm (all threads) on float32 copies of one layer's weights and the
  *     LM head, for T tokens, as tok/s of the whole model.
  *
@@ -26,8 +27,10 @@
  *                           the products alone against the machine's peak, in core cycles, one
  *                           thread: bare vdpbf16ps and vfmadd231ps loops (cycles per instruction,
  *                           FLOP/cycle), then each product of the 1.1B model (q/o, k/v, gate/up,
- *                           down, LM head) at T = 128 and 512 in f32 mode, bf16 mode, and bf16 mode
- *                           on the 4 x 6 dot-product tiles (FLOP/cycle and % of the bare loop).
+ *                           down, LM head) at T = 128 and 512 in f32 mode, bf16 mode (on the AMX
+ *                           tiles where the CPU has them: then also a bare tdpbf16ps loop), bf16 mode
+ *                           on the vdpbf16ps token lanes, and on the 4 x 6 dot-product tiles
+ *                           (FLOP/cycle and % of the bare loop).
  *   bench_forward --stages DIR [REPS]
  *                           the 1.1B model in DIR (bench_forward --write-llama1b) on one thread: prefill
  *                           at T = 128 and 512 in both modes (and bf16 on the 4 x 6 dot tiles),
@@ -71,6 +74,7 @@
 
 #include "calib.h"
 #include "forward.h"
+#include "matmul_amx.h"
 #include "matmul_internal.h"
 #include "model.h"
 #include "pool.h"
@@ -185,6 +189,27 @@ static void prefill_rows(Forward *f, const int *ids, const size_t *Ts, size_t nT
 }
 
 static double floor_tps(size_t T);
+static double cpu_s(void);
+
+/* bf16 prefill on the AMX tiles and on the vdpbf16ps token lanes (matmul_amx_allow(false): the route
+ * before them, and a CPU without AMX), interleaved reps times: each one's best wall time with that
+ * run's CPU time, and the ratios. */
+static void amx_rows(Forward *f, const int *ids, const size_t *Ts, size_t nT, float *z, int reps) {
+    fwd_set_compute(f, MM_BF16);
+    for (size_t i = 0; i < nT; i++) {
+        double w[2] = {1e30, 1e30}, c[2] = {0, 0};
+        for (int r = 0; r < reps; r++)
+            for (int a = 1; a >= 0; a--) {
+                matmul_amx_allow(a);
+                double c0 = cpu_s(), d = time_prefill(f, ids, Ts[i], z, NULL), dc = cpu_s() - c0;
+                if (d < w[a]) { w[a] = d; c[a] = dc; }
+            }
+        matmul_amx_allow(true);
+        printf("  bf16 prefill T=%-5zu AMX tiles %.3f s (CPU %.3f s) %.1f tok/s; vdpbf16ps lanes %.3f s (CPU %.3f s) "
+               "%.1f tok/s -> AMX %.2fx faster (wall), %.2fx (CPU)\n", Ts[i], w[1], c[1], (double)Ts[i] / w[1], w[0], c[0],
+               (double)Ts[i] / w[0], w[0] / w[1], c[0] / c[1]);
+    }
+}
 
 static void bench_model(const char *label, const char *path, const size_t *Ts, size_t nT, size_t ndec, bool big) {
     Model *m = NULL;
@@ -213,6 +238,7 @@ static void bench_model(const char *label, const char *path, const size_t *Ts, s
     double t32[8] = {0}, t16[8] = {0};
     prefill_rows(f, ids, Ts, nT, z, MM_F32, big ? 2 : 3, t32);
     prefill_rows(f, ids, Ts, nT, z, MM_BF16, big ? 2 : 3, t16);
+    if (matmul_amx_ok()) amx_rows(f, ids, Ts, nT, z, big ? 2 : 3);
     for (size_t i = 0; big && i < nT; i++) {
         double fl = floor_tps(Ts[i]);
         printf("  T=%zu: bf16 / f32 = %.2fx; GEMM floor (OpenBLAS sgemm, float32 copies of the same shapes): %.1f tok/s -> "
@@ -415,6 +441,20 @@ static double cycles_of(kern_fn fn, void *ud, int reps) {
 BARE_LOOP(dp_lat, "avx512bf16,avx512f,avx512bw", 1, __m512bh, _mm512_dpbf16_ps(a[i], x, y))
 BARE_LOOP(dp_tp, "avx512bf16,avx512f,avx512bw", 24, __m512bh, _mm512_dpbf16_ps(a[i], x, y))
 BARE_LOOP(fma_tp, "avx512f", 24, __m512, _mm512_fmadd_ps(a[i], x, y))
+
+/* BARE_N / 16 rounds of 4 independent tdpbf16ps (accumulator tiles 0-3, operands 4-7: 16 x 16 x 32
+ * multiply-adds each); the tiles configured and released here. */
+__attribute__((target("amx-tile,amx-bf16"))) static void amx_tp(void *ud) {
+    static const struct __attribute__((packed)) { uint8_t palette, start_row, zero[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg =
+        {.palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+    _tile_loadconfig(&cfg);   /* constant: GCC may drop stores to a local config before it */
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3); _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
+    for (long k = 0; k < BARE_N / 16; k++) {
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_release();
+    *(float *)ud = 0;
+}
 #endif
 
 typedef struct {
@@ -434,7 +474,7 @@ static void prod_run(void *ud) {
 /* The bare vdpbf16ps / FMA loops (the peak), then each product of the 1.1B model's shapes for T = 128
  * and 512 in f32 mode, bf16 mode, and bf16 mode on the 4 x 6 dot-product tiles. */
 static int bench_kernels(int reps) {
-    double peak_bf = 0, peak_f = 0;
+    double peak_bf = 0, peak_f = 0, peak_amx = 0;
     printf("core clock now %.2f GHz (dependent adds); single thread, cycles = CPU time x that clock, fewest of %d runs\n",
            clock_hz() / 1e9, reps);
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -451,6 +491,13 @@ static int bench_kernels(int reps) {
         peak_f = 32 / c24;
         printf("bare vfmadd231ps zmm: 24 accumulators %.3f cycles each -> %.1f FLOP/cycle\n", c24, peak_f);
     }
+    if (matmul_amx_ok()) {
+        float s;
+        double c4 = cycles_of(amx_tp, &s, reps) / (4.0 * (BARE_N / 16));
+        peak_amx = 16384 / c4;
+        printf("bare tdpbf16ps: 4 accumulator tiles %.2f cycles each -> %.1f FLOP/cycle (16 x 16 x 32 pairs = 16384 FLOP "
+               "each)\n", c4, peak_amx);
+    }
 #endif
     const Shape *S = &llama1b;
     size_t D = (size_t)S->D, qd = (size_t)(S->H * S->HD), kd = (size_t)(S->G * S->HD), FF = (size_t)S->FF;
@@ -458,8 +505,9 @@ static int bench_kernels(int reps) {
         {"q_proj / o_proj", qd, D}, {"k_proj / v_proj", kd, D}, {"gate / up", FF, D}, {"down", D, FF}, {"LM head", (size_t)S->V, D}};
     size_t Ts[] = {128, 512};
     MmWork *wk = mm_work_new(1);
-    printf("%-16s %-11s %4s  %-22s %-22s %-22s\n", "product", "(N x K)", "T", "f32 mode", "bf16 mode",
-           "bf16, 4x6 dot tiles");
+    bool amx = matmul_amx_ok();
+    printf("%-16s %-11s %4s  %-22s %-22s %-22s %-22s\n", "product", "(N x K)", "T", "f32 mode",
+           amx ? "bf16 mode (AMX)" : "bf16 mode (no AMX)", "bf16, vdpbf16ps lanes", "bf16, 4x6 dot tiles");
     for (size_t s = 0; s < sizeof sh / sizeof *sh; s++) {
         size_t N = sh[s].n, K = sh[s].k;
         uint16_t *w = malloc(N * K * sizeof *w);
@@ -469,25 +517,30 @@ static int bench_kernels(int reps) {
             float *x = malloc(T * K * sizeof *x), *y = malloc(T * N * sizeof *y);
             for (size_t i = 0; i < T * K; i++) x[i] = rnd(1);
             prod_job j = {.wk = wk, .W = {.dt = DT_BF16, .data = w, .rows = N, .cols = K}, .x = x, .y = y, .T = T};
-            double fl = 2.0 * (double)T * (double)N * (double)K, r[3];
-            for (int v = 0; v < 3; v++) {
+            double fl = 2.0 * (double)T * (double)N * (double)K, r[4];
+            for (int v = 0; v < 4; v++) {            /* f32; bf16 as it runs; AMX off; token lanes off too */
                 j.c = v ? MM_BF16 : MM_F32;
-                mm_token_lanes(v != 2);
+                matmul_amx_allow(v < 2 && amx);
+                mm_token_lanes(v != 3);
                 prod_run(&j);
                 r[v] = fl / cycles_of(prod_run, &j, reps);
             }
+            matmul_amx_allow(true);
             mm_token_lanes(true);
             char nk[32];
             snprintf(nk, sizeof nk, "%zux%zu", N, K);
-            printf("%-16s %-11s %4zu  %5.1f FLOP/c (%3.0f%%)    %5.1f FLOP/c (%3.0f%%)    %5.1f FLOP/c (%3.0f%%)\n",
-                   sh[s].name, nk, T, r[0], peak_f > 0 ? 100 * r[0] / peak_f : 0, r[1], peak_bf > 0 ? 100 * r[1] / peak_bf : 0,
-                   r[2], peak_bf > 0 ? 100 * r[2] / peak_bf : 0);
+            double pk1 = amx ? peak_amx : peak_bf;
+            printf("%-16s %-11s %4zu  %5.1f FLOP/c (%3.0f%%)    %6.1f FLOP/c (%3.0f%%)   %5.1f FLOP/c (%3.0f%%)    "
+                   "%5.1f FLOP/c (%3.0f%%)   bf16 / lanes %.2fx\n", sh[s].name, nk, T, r[0],
+                   peak_f > 0 ? 100 * r[0] / peak_f : 0, r[1], pk1 > 0 ? 100 * r[1] / pk1 : 0, r[2],
+                   peak_bf > 0 ? 100 * r[2] / peak_bf : 0, r[3], peak_bf > 0 ? 100 * r[3] / peak_bf : 0, r[1] / r[2]);
             free(x);
             free(y);
         }
         free(w);
     }
-    printf("(percentages: of the bare loops' FLOP/cycle above -- vfmadd231ps for f32 mode, vdpbf16ps for bf16)\n");
+    printf("(percentages: of the bare loops' FLOP/cycle above -- vfmadd231ps for f32 mode, tdpbf16ps for bf16 on AMX, "
+           "vdpbf16ps for the rest)\n");
     mm_work_free(wk);
     return 0;
 }

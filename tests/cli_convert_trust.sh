@@ -7,6 +7,11 @@
 # one number bit for bit); without a query latent the q_proj bias, which no DeepSeek-V3 engine builds, is said, and
 # `check` / `check DIR` both give the engines' number. Old binary: 390.329 / 390.226 / 390.061 (CARE), 380.963 / 381.001 /
 # 381.187 (made in f32), 368.913 / 368.725 (gpt-oss), 368.969 / 368.982 (q-rank), check 363.45 / check DIR 381.087.
+# The numbers pinned here are bf16 mode's on the vdpbf16ps token lanes (ATTNLAB_AMX=0), the same on every AVX-512
+# BF16 CPU: the AMX tiles (matmul_amx.h) sum the same products in another order and bf16 mode's roundings carry it
+# on (CARE 390.253, f32-made 381.143 there, each again one number); cli_bf16_hold / cli_check_session check the
+# one-number rule on the AMX tiles.
+export ATTNLAB_AMX=0
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-convert-trust shared-cache

@@ -6,6 +6,11 @@
 # StreamingLLM is the streaming-llm row. Old binary, bf16: farr 344.642 (truncate 344.589), tpa-a 359.463 (convert
 # tpa 359.277), tpa-b 359.819 (359.908), farr / tpa-a / mean-pool + streaming-llm at full rank 347.892 (streaming-llm
 # 347.971). f32 mode is pinned unchanged.
+# The numbers pinned here are bf16 mode's on the vdpbf16ps token lanes (ATTNLAB_AMX=0), the same on every AVX-512
+# BF16 CPU: the AMX tiles (matmul_amx.h) sum the same products in another order, and bf16 mode's roundings of the
+# activations carry that on (the NLLs move in their last digits there); cli_bf16_hold / cli_check_session / cli_convert_lanes check the one-number rules
+# on the AMX tiles.
+export ATTNLAB_AMX=0
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-tsb-budget shared-cache

@@ -8,6 +8,7 @@
  * before them (mm_matvec(false)), both against the reference; FP8 block scales; wmat_row; the mode names; mm_silu_mul. */
 #include "check.h"
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "matmul_internal.h"
 
 #include <stdint.h>
@@ -74,6 +75,45 @@ static double product_err(const TW *t, const float *x, size_t T, const float *y,
     return worst;
 }
 
+/* Largest |ya - yb| / (sum_k |x| |w|), x rounded to BF16: how far two bf16-mode routes are apart,
+ * relative to the size of the terms. */
+static double apart_err(const TW *t, const float *x, size_t T, const float *ya, const float *yb) {
+    size_t N = t->w.rows, K = t->w.cols;
+    double worst = 0;
+    for (size_t i = 0; i < T; i++)
+        for (size_t n = 0; n < N; n++) {
+            double a = 0;
+            for (size_t k = 0; k < K; k++) a += fabs(dt_bf16_to_f32(dt_f32_to_bf16(x[i * K + k])) * t->wf[n * K + k]);
+            double e = fabs((double)ya[i * N + n] - yb[i * N + n]) / (a > 0 ? a : 1);
+            if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+        }
+    return worst;
+}
+
+/* bf16 mode from 16 tokens on the AMX tiles (matmul_amx.h) and on the vdpbf16ps token lanes, one and
+ * two workers: both within 2e-6 of sum |x| |w| of the double reference, and apart by at most twice
+ * the bound each has, 2 gamma_K (both float32 sums of the same exact products). */
+static double amx_apart;     /* the largest apart over every shape, printed at the end */
+static size_t amx_outputs, amx_differ;
+
+static void check_amx(const TW *t, const float *x, size_t T, MmWork *one, MmWork *two, float *y, float *y0) {
+    size_t N = t->w.rows, K = t->w.cols;
+    double u = ldexp(1.0, -24), gamma = (double)K * u / (1 - (double)K * u);
+    for (int w = 0; w < 2; w++) {
+        for (size_t i = 0; i < T * N; i++) y[i] = y0[i] = NAN;
+        matmul_amx_allow(false);
+        CHECK_OK(mm_xwt(w ? two : one, &t->w, x, K, T, y0, N, MM_BF16));
+        matmul_amx_allow(true);
+        CHECK_OK(mm_xwt(w ? two : one, &t->w, x, K, T, y, N, MM_BF16));
+        double e = product_err(t, x, T, y, true), e0 = product_err(t, x, T, y0, true), d = apart_err(t, x, T, y, y0);
+        amx_apart = fmax(amx_apart, d);
+        amx_outputs += T * N;
+        for (size_t i = 0; i < T * N; i++) amx_differ += y[i] != y0[i];
+        CHECK(e < 2e-6 && e0 < 2e-6 && d <= 2 * gamma, "BF16 T %zu N %zu K %zu workers %d: AMX %.3g, vdpbf16ps %.3g of sum "
+              "|x w|; apart %.3g (bound 2 gamma_K %.3g)", T, N, K, w + 1, e, e0, d, 2 * gamma);
+    }
+}
+
 /* One shape in one dtype: both modes, one and two workers, kernels on and off. */
 static void check_shape(dt_type dt, size_t T, size_t N, size_t K) {
     TW t;
@@ -110,6 +150,7 @@ static void check_shape(dt_type dt, size_t T, size_t N, size_t K) {
                   "BF16 T %zu N %zu K %zu %s mode: one-token kernels %.3g, tiles %.3g of sum |x w|; apart %.3g", T, N, K,
                   mm_compute_name(mode), e, e0, vec_rel_err(y0, y, T * N));
         }
+    if (dt == DT_BF16 && T >= 16 && matmul_amx_ok()) check_amx(&t, x, T, one, two, y, y0);
     if (dt == DT_BF16 && T >= 16 && mm_have_bf16()) {     /* the 4 x 6 dot tiles at the same T, for comparison */
         mm_token_lanes(false);
         CHECK_OK(mm_xwt(one, &t.w, x, K, T, y, N, MM_BF16));
@@ -131,6 +172,10 @@ static void test_shapes(void) {
          * 6 / 8 / 12-row tiles, odd K, more than one 64-token block and one 96-row unit, K in two and
          * three passes of 2048 columns */
         {16, 12, 64}, {33, 25, 65}, {47, 17, 31}, {64, 97, 96}, {130, 200, 257}, {70, 13, 2049}, {40, 30, 4101},
+        /* the AMX tiles (matmul_amx.c): tokens past one 512-token superblock, an odd count of 16-token
+         * blocks, rows past 64-row units and not a multiple of 16 (a unit of 2 rows), K past 256-column
+         * chunks with 1 / 31 / 4 columns in the last step (odd K), and every dimension whole */
+        {530, 20, 100}, {48, 130, 1057}, {100, 77, 543}, {32, 64, 512},
         /* the one-token kernels (1-4 tokens): row tails of their 8 / 6 / 4 / 3-row groups, K below,
          * at and past 32 and not a multiple of it, more than one 128-row unit */
         {2, 17, 1}, {3, 9, 47}, {4, 23, 2049}, {2, 131, 96}, {1, 257, 4097}, {4, 300, 64}, {3, 7, 32}, {1, 15, 95},
@@ -213,7 +258,11 @@ static void test_rows_and_names(void) {
           "mode names");
     CHECK(!strcmp(mm_compute_name(MM_BF16), "bf16") && !strncmp(mm_compute_describe(MM_BF16), "bf16 (activations", 17),
           "mode descriptions: %s", mm_compute_describe(MM_BF16));
-    printf("vdpbf16ps on this CPU: %s\n", mm_have_bf16() ? "yes" : "no (portable route only)");
+    printf("vdpbf16ps on this CPU: %s; AMX tiles: %s\n", mm_have_bf16() ? "yes" : "no (portable route only)",
+           matmul_amx_ok() ? "yes" : "no (the vdpbf16ps token lanes from 16 tokens on)");
+    if (amx_outputs)
+        printf("AMX tiles against the vdpbf16ps token lanes: %zu of %zu outputs differ, at most %.3g of sum |x w|\n",
+               amx_differ, amx_outputs, amx_apart);
 }
 
 int main(void) {

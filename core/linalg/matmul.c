@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 
 #include "gram_bf16.h"
+#include "matmul_amx.h"
 #include "pool.h"
 #include "sweep.h"
 #include "matmul_internal.h"
@@ -693,13 +694,22 @@ static int bt_unit(size_t i, int worker, void *ud) {
     return AL_OK;
 }
 
-/* bf16 mode from BT_MIN tokens on (vdpbf16ps): x packed once into wk->xp, then the units. */
+/* bf16 mode from BT_MIN tokens on: x packed once into wk->xp, then the units: AMX tiles where
+ * matmul_amx_ok(), else vdpbf16ps. */
 static int xwt_bt(MmWork *wk, const WMat *W, const float *x, size_t ldx, size_t T, float *y, size_t ldy) {
     size_t K = W->cols, n;
     if (!al_mul_ok((T + 15) / 16 * 16, (K + 1) / 2, &n, "packed activations") ||
         buf_fit((void **)&wk->xp, &wk->pcap, n, sizeof(uint32_t), "packed BF16 activations"))
         return AL_ERR;
     bt_pack(x, ldx, T, K, wk->xp);
+    if (matmul_amx_ok()) {           /* the same packed pairs on the AMX tile unit (matmul_amx.h) */
+        MatmulAmxJob a = {.W = W->data, .N = W->rows, .K = K, .xp = wk->xp, .T = T, .y = y, .ldy = ldy,
+                          .nthreads = wk->nthreads};
+        if (matmul_amx_begin(&a)) return AL_ERR;
+        int rc = run_units(wk, W->rows, MATMUL_AMX_NB, T * W->rows * K, matmul_amx_unit, &a);
+        matmul_amx_end(&a);
+        return rc;
+    }
     bt_job j = {.W = W, .xp = wk->xp, .T = T, .y = y, .ldy = ldy};
     return run_units(wk, W->rows, BT_NB, T * W->rows * K, bt_unit, &j);
 }

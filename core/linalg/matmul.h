@@ -14,7 +14,8 @@
  *            llama.cpp's BF16 path do: below 16 tokens in tiles of 4 tokens x 6 rows; from 16 tokens
  *            on the activations are packed once per product as BF16 pairs, 16 tokens to a vector,
  *            and multiplied by weight pairs broadcast from the mapping (token-lane tiles: each lane
- *            sums one output, no sums across lanes); where the CPU lacks AVX-512 BF16, the same rounded
+ *            sums one output, no sums across lanes) -- on the AMX tile unit (tdpbf16ps, matmul_amx.h)
+ *            where the CPU has it and Linux grants it --; where the CPU lacks AVX-512 BF16, the same rounded
  *            activations through the float32 route (products exact, float32 sums). F16 / FP8 / F32
  *            weights take the MM_F32 route in this mode.
  * BF16 weights at 1-4 tokens (decoding) take one-token kernels in both modes: a unit's rows in groups
