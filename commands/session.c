@@ -273,7 +273,7 @@ static const Setting settings[] = {
     { .name = "csv.params", .type = SET_WORD, .off = offsetof(Session, csv_params), .choices = on_off_choices,
       .def = "off", .help = "on: CSV output ends with the model, settings and parameters as columns (sweeps concatenate)" },
     { .name = "compute", .type = SET_WORD, .off = offsetof(Session, compute), .choices = compute_choices,
-      .def = "f32", .help = "forward-pass products: f32 (weights widened to float32) | bf16 (activations rounded to BF16, vdpbf16ps)" },
+      .def = "f32", .help = "forward-pass products: f32 (weights widened to float32) | bf16 (activations rounded to BF16; AMX tiles or vdpbf16ps)" },
 };
 #define NSETTINGS (sizeof settings / sizeof *settings)
 

@@ -66,8 +66,9 @@ mm_compute mm_compute_parse(const char *name) { return name && !strcmp(name, "bf
 
 const char *mm_compute_describe(mm_compute c) {
     if (c == MM_F32) return "f32 (weights widened to float32)";
-    return mm_have_bf16() ? "bf16 (activations rounded to BF16, vdpbf16ps)"
-                          : "bf16 (activations rounded to BF16; float32 products: this CPU has no vdpbf16ps)";
+    if (!mm_have_bf16()) return "bf16 (activations rounded to BF16; float32 products: this CPU has no vdpbf16ps)";
+    return matmul_amx_ok() ? "bf16 (activations rounded to BF16; AMX tdpbf16ps from 16 tokens, vdpbf16ps below)"
+                           : "bf16 (activations rounded to BF16, vdpbf16ps)";
 }
 
 /* ================================================================ views */

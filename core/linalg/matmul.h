@@ -52,7 +52,7 @@ typedef enum { MM_F32, MM_BF16 } mm_compute;
 const char *mm_compute_name(mm_compute c);
 /* The mode a name gives: "bf16" is MM_BF16, anything else (NULL, "f32") MM_F32. */
 mm_compute mm_compute_parse(const char *name);
-/* What the mode computes ("bf16 (activations rounded to BF16, vdpbf16ps)"), naming the portable
+/* What the mode computes ("bf16 (activations rounded to BF16, vdpbf16ps)"; the AMX tiles named where they run), naming the portable
  * route when the CPU lacks AVX-512 BF16. Static string. */
 const char *mm_compute_describe(mm_compute c);
 /* True when this CPU runs vdpbf16ps (and the kernel is not switched off, matmul_internal.h). */
