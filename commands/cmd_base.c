@@ -27,7 +27,8 @@ static const char HELP_HELP[] =
     "sub-command): its usage line, what it does, and its arguments with their defaults.\n"
     "Keywords take a value (layer 8, tau 0.99, to FILE.csv) unless shown as [word] alone.\n"
     "Lines starting with '=' (print a Lua expression) or 'lua' (run Lua code) are Lua;\n"
-    "';' separates commands; quote paths with spaces (\"...\" or '...').";
+    "';' separates commands; quote paths with spaces (\"...\" or '...'); in \"...\", \\n and \\t are a newline\n"
+    "and a tab, \\\" and \\\\ a quote and a backslash (any other backslash stays); '...' keeps every character.";
 
 /* One line per parameter: name, placeholder, default, help. */
 static void help_params(Out *out, const Param *ps, bool kw) {
