@@ -845,7 +845,7 @@ static const Command base_cmds[] = {
               "model becomes current.", .pos = close_pos, .fn = cmd_close, .returns = "nothing" },
     { .name = "info", .summary = "the current model: its description (dims, RoPE, norms, MLP, KV cache) and what each analysis can do",
       .help = INFO_HELP, .kw = info_kw, .fn = cmd_info, .flags = CMD_MODEL },
-    { .name = "set", .summary = "show or change settings (tau, format, precision, plot.*)", .help = SET_HELP,
+    { .name = "set", .summary = "show or change settings (tau, format, precision, compute, plot.*, csv.params)", .help = SET_HELP,
       .pos = set_pos, .fn = cmd_set },
     {0}
 };
