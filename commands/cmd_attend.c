@@ -191,8 +191,8 @@ static int cmd_attend(Session *s, const Args *a, Out *out) {
 /* ================================================================ ablate */
 
 static const char ABLATE_HELP[] =
-    "Perplexity of the model on a text FILE (or `ids FILE`; `seqlen`, `max-tokens` as `ppl` takes\n"
-    "them) with a head's output removed: its slice of o_proj's input zeroed in the forward pass,\n"
+    "Perplexity of the model on a text FILE (or `text FILE`, `ids FILE`; `seqlen`, `max-tokens` as `ppl`\n"
+    "takes them) with a head's output removed: its slice of o_proj's input zeroed in the forward pass,\n"
     "exactly the model with that head's o_proj columns set to 0. One row per head: layer, head, ppl\n"
     "and delta (ppl minus the intact model's, printed first): which heads the model needs and which\n"
     "it can lose. `head H` one head; `heads 0,3,5` (or 2-4, all) each of those in turn; neither:\n"
@@ -307,10 +307,10 @@ static const Param attend_kw[] = {
     {0}
 };
 static const Param ablate_pos[] = {
-    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|ids",
-      .help = "a text file, or the word ids followed by a file of token ids" },
+    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|text|ids",
+      .help = "a text file, or the word text followed by one (as ppl takes it), or the word ids followed by a file of token ids" },
     { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
-      .help = "after the word ids: whitespace-separated token ids" },
+      .help = "after the word text: a text file; after ids: whitespace-separated token ids" },
     {0}
 };
 static const Param ablate_kw[] = {

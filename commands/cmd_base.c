@@ -27,7 +27,8 @@ static const char HELP_HELP[] =
     "sub-command): its usage line, what it does, and its arguments with their defaults.\n"
     "Keywords take a value (layer 8, tau 0.99, to FILE.csv) unless shown as [word] alone.\n"
     "Lines starting with '=' (print a Lua expression) or 'lua' (run Lua code) are Lua;\n"
-    "';' separates commands; quote paths with spaces (\"...\" or '...').";
+    "';' separates commands; quote paths with spaces (\"...\" or '...'); in \"...\", \\n and \\t are a newline\n"
+    "and a tab, \\\" and \\\\ a quote and a backslash (any other backslash stays); '...' keeps every character.";
 
 /* One line per parameter: name, placeholder, default, help. */
 static void help_params(Out *out, const Param *ps, bool kw) {
@@ -844,7 +845,7 @@ static const Command base_cmds[] = {
               "model becomes current.", .pos = close_pos, .fn = cmd_close, .returns = "nothing" },
     { .name = "info", .summary = "the current model: its description (dims, RoPE, norms, MLP, KV cache) and what each analysis can do",
       .help = INFO_HELP, .kw = info_kw, .fn = cmd_info, .flags = CMD_MODEL },
-    { .name = "set", .summary = "show or change settings (tau, format, precision, plot.*)", .help = SET_HELP,
+    { .name = "set", .summary = "show or change settings (tau, format, precision, compute, plot.*, csv.params)", .help = SET_HELP,
       .pos = set_pos, .fn = cmd_set },
     {0}
 };

@@ -136,10 +136,10 @@ const char CMD_PLOT_IMPORTANCE_HELP[] =
     "  plot head-importance tinystory.txt max-tokens 1000 tau 0.99 rank qk offset 0";
 
 const Param cmd_plot_importance_pos[] = {
-    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|ids",
-      .help = "a text file, or the word ids followed by a file of token ids" },
+    { .name = "what", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE|text|ids",
+      .help = "a text file, or the word text followed by one (as ppl takes it), or the word ids followed by a file of token ids" },
     { .name = "file", .type = ARG_PATH, .def = "", .comp = COMP_FILES, .metavar = "FILE",
-      .help = "after the word ids: whitespace-separated token ids" },
+      .help = "after the word text: a text file; after ids: whitespace-separated token ids" },
     {0}
 };
 const Param cmd_plot_importance_kw[] = {

@@ -184,9 +184,11 @@ int probe_ppl_tokens(Session *s, Model *m, const Args *a, int **ids, size_t *n, 
     const char *what = args_str(a, "what"), *file = args_str(a, "file");
     *ids = NULL;
     *n = 0;
-    if (file && *file && strcmp(what, "ids") != 0)
-        return al_err("give FILE (text) or `ids FILE` (token ids), not '%s' followed by '%s'", what, file);
-    int rc = lm_text_ids(s, m, what, file, ids, n);
+    bool as_text = file && *file && !strcmp(what, "text");   /* ppl's and check's `text FILE` */
+    if (file && *file && !as_text && strcmp(what, "ids") != 0)
+        return al_err("give FILE or `text FILE` (a text), or `ids FILE` (token ids), not '%s' followed by '%s'", what,
+                      file);
+    int rc = lm_text_ids(s, m, as_text ? file : what, as_text ? NULL : file, ids, n);
     if (rc != AL_OK) return rc;
     long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;    /* ppl's default: min(512, the context) */
     *L = (size_t)(args_given(a, "seqlen") ? args_int(a, "seqlen") : ctx < 512 ? ctx : 512);

@@ -51,7 +51,7 @@ const Xform *probe_xform(Session *s, Model *m, char *headline, size_t cap);
 int probe_pattern_xform(Session *s, const Xform *x, Forward *f, const int *ids, size_t T, int layer, int head,
                         ProbePattern *out);
 
-/* The ablation text: ppl's positional `what` (a text FILE, or the word ids) and `file`, `seqlen`,
+/* The ablation text: ppl's positional `what` (a text FILE, or the word text or ids) and `file`, `seqlen`,
  * `max-tokens`, read as ppl reads them; *L the window length. */
 int probe_ppl_tokens(Session *s, Model *m, const Args *a, int **ids, size_t *n, size_t *L);
 

@@ -187,6 +187,13 @@ static int push_token(Tokens *t, const char *text, size_t len, size_t col, size_
     return AL_OK;
 }
 
+/* In "...", a backslash before one of these is an escape: \" and \\ the character itself, \n a
+ * newline, \t a tab (what `tokenize ... strings` prints for them); 0: not an escape, the backslash
+ * stays in the word ("a\b" is a, backslash, b). args_line writes them back the same way. */
+static char quoted_escape(char c) {
+    return c == '"' || c == '\\' ? c : c == 'n' ? '\n' : c == 't' ? '\t' : 0;
+}
+
 /* line[i, n) as one token (blanks around it dropped). */
 static int rest_token(const char *line, size_t i, size_t n, Tokens *t, ParseErr *e) {
     size_t end = n;
@@ -245,7 +252,10 @@ int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseEr
                 size_t qstart = i++;
                 quoted = true;
                 while (i < n && line[i] != q) {
-                    if (q == '"' && line[i] == '\\' && i + 1 < n) i++;
+                    if (q == '"' && line[i] == '\\' && i + 1 < n) {   /* quoted_escape: \" \\ \n \t */
+                        char c = quoted_escape(line[i + 1]);
+                        if (c) { word[wl++] = c; i += 2; continue; }
+                    }
                     word[wl++] = line[i++];
                 }
                 if (i >= n) {
@@ -704,17 +714,18 @@ int cmd_parse(Session *s, const char *line, Args *a, ParseErr *e) {
 
 /* ================================================================ a command as a line */
 
-/* Appends word to the growing line *buf (quoted when it holds a space, ';', a quote or is empty). */
+/* Appends word to the growing line *buf (quoted when it holds a blank, ';', a quote or is empty; in
+ * the quotes the escapes cmd_tokenize reads: \" \\ \n \t). */
 static int line_add(char **buf, size_t *n, size_t *cap, const char *word) {
-    bool q = !*word || strpbrk(word, " \t;\"'#=") != NULL;
+    bool q = !*word || strpbrk(word, " \t\n;\"'#=") != NULL;
     size_t need = *n + 2 * strlen(word) + 4;
     if (al_reserve(buf, cap, need, 1, "a command line")) return AL_ERR;
     char *p = *buf + *n;
     if (*n) *p++ = ' ';
     if (q) *p++ = '"';
     for (const char *w = word; *w; w++) {
-        if (q && (*w == '"' || *w == '\\')) *p++ = '\\';
-        *p++ = *w;
+        if (q && (*w == '"' || *w == '\\' || *w == '\n' || *w == '\t')) *p++ = '\\';
+        *p++ = q && *w == '\n' ? 'n' : q && *w == '\t' ? 't' : *w;
     }
     if (q) *p++ = '"';
     *p = 0;

@@ -305,8 +305,12 @@ void ws_check_text_free(CheckText *t) {
 void ws_check_ppl_line(Out *out, const CheckText *t, size_t tokens, double nll_before, double nll_after,
                        const char *after) {
     if (!t->ids) out_printf(out, "perplexity: not measured (%s)\n", t->on);
-    else if (!tokens || !isfinite(nll_before))
+    else if (!tokens)
         out_printf(out, "perplexity: not measured on %s (see the notes)\n", t->on);
+    else if (!isfinite(nll_before) || !isfinite(nll_after))   /* NaN weights: nan, as `ppl` prints it */
+        out_printf(out, "perplexity on %zu tokens, %s: %.6g before (source), %.6g after (%s): not finite (a NaN "
+                   "or infinite weight or activation on the way: `ppl` gives the same)\n", tokens, t->on,
+                   exp(nll_before), exp(nll_after), after);
     else
         out_printf(out, "perplexity on %zu tokens, %s: %.6g before (source), %.6g after (%s) (%+.2f%%; log %.5f -> "
                    "%.5f)\n", tokens, t->on, exp(nll_before), exp(nll_after), after,

@@ -56,8 +56,8 @@ fig_qk("query-key heads of every layer (NoPE part): Q, K and fused QK ranks" .. 
 attn.set("plot.size", "1200x800")
 fig("fused VO rank per layer: min / median / max (max = the uniform per-layer rank; " .. vo .. ")",
     "ranks-by-layer", "vo", { tau = tau, to = out .. "/2.4_vo_by_layer.png" })
-fig_qk("fused QK rank per layer: min / median / max",
-    "ranks-by-layer", "qk", { tau = tau, to = out .. "/2.4_qk_by_layer.png" })
+fig_qk("fused QK rank per layer: min / median / max (max = the uniform per-layer rank" .. (qk and ("; " .. qk) or "")
+       .. ")", "ranks-by-layer", "qk", { tau = tau, to = out .. "/2.4_qk_by_layer.png" })
 
 print(("seed 000 section 2.4 on %s (ranks at tau %g): %d figures in %s"):format(model, tau, #figures, out))
 for _, f in ipairs(figures) do print(("  %s\n      %s"):format(f.path, f.caption)) end

@@ -179,10 +179,23 @@ static void test_tokenize(void) {
     CHECK(t.n == 2 && !strcmp(t.tok[1].text, "a \"q\" b"), "escaped quotes: %s", t.n > 1 ? t.tok[1].text : "");
     tokens_free(&t);
     CHECK(cmd_tokenize("tpath 'abc", 0, &next, &t, &e) == AL_ERR && e.col == 6, "unterminated quote at %zu", e.col);
+    /* in "...", \n and \t are a newline and a tab, \\ a backslash; before anything else the backslash
+     * stays (it was dropped: "a\nb" read as "anb", "d\qe" as "dqe"); in '...' nothing is an escape */
+    CHECK_OK(cmd_tokenize("tpath \"a\\nb\\tc\\\\d\\qe\" 'x\\ny'", 0, &next, &t, &e));
+    CHECK(t.n == 3 && !strcmp(t.tok[1].text, "a\nb\tc\\d\\qe"), "escapes in double quotes: '%s'", t.n > 1 ? t.tok[1].text : "");
+    CHECK(t.n == 3 && !strcmp(t.tok[2].text, "x\\ny"), "none in single quotes: '%s'", t.n > 2 ? t.tok[2].text : "");
+    tokens_free(&t);
 }
 
 static void test_good(Session *s) {
     Args a;
+    if (good(s, "tpath \"a\\nb \\\"q\\\"\\\\\"", &a)) {   /* args_line (save session, replot) writes the escapes back */
+        char *l = args_line(&a);
+        CHECK(!strcmp(args_str(&a, "file"), "a\nb \"q\"\\"), "the word: '%s'", args_str(&a, "file"));
+        CHECK(l && !strcmp(l, "tpath \"a\\nb \\\"q\\\"\\\\\""), "args_line: %s", l ? l : "(null)");
+        free(l);
+        args_free(&a);
+    }
     if (good(s, "tst vo", &a)) {
         CHECK(a.cmd == &test_cmds[0] && args_enum(&a, "kind") == 0 && !strcmp(args_str(&a, "kind"), "vo"), "kind");
         CHECK(args_all(&a, "layer") && !args_given(&a, "layer") && args_has(&a, "layer"), "layer default all");
