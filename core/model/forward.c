@@ -902,8 +902,10 @@ static int load_globals(Forward *f, size_t *bytes) {
         rc = load_view(f, n, (size_t)c->ple_vocab, LP, false, false, bytes, &f->ple_embed);
     if (rc == AL_OK && P) rc = load_lin(f, -1, ROLE_PLE_MODEL_PROJ, -1, f->D, LP, false, false, bytes, &f->ple_proj);
     if (rc == AL_OK && P) rc = load_norm(f, -1, ROLE_PLE_MODEL_NORM, P, false, bytes, &f->ple_norm, NULL);
+    /* tie_word_embeddings: the head is the embeddings, as transformers, vLLM and SGLang compute it, and an
+     * lm_head stored beside them is not read (lint reports one that differs) */
     cfg_role_name(c, ROLE_LM_HEAD, -1, -1, "weight", head, sizeof head);
-    if (rc == AL_OK && store_has(f->m->store, head))
+    if (rc == AL_OK && !f->c->tie_embeddings && store_has(f->m->store, head))
         rc = load_view(f, head, f->vocab, f->D, false, false, bytes, &f->lm_head);
     else if (rc == AL_OK && !f->c->tie_embeddings)
         rc = al_err("%s: no %s and tie_word_embeddings is not set: the output projection is missing", f->m->path, head);
