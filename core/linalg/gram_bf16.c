@@ -157,6 +157,14 @@ typedef struct __attribute__((packed)) {
     uint8_t rows[16];
 } AmxCfg;
 
+/* Palette 1, tiles 0-7 each 16 rows of 64 bytes: the one tile configuration of the Gram chunks here and of
+ * matmul_amx's products. Constant: GCC does not see _tile_loadconfig read its operand, and may drop stores
+ * to a configuration built on the stack before it (matmul_amx saw ldtilecfg fault on such a one). */
+static const AmxCfg amx_cfg_16x64 __attribute__((aligned(64))) = {
+    .palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+
+AMX_TARGET void gbf_amx_tiles_16x64(void) { _tile_loadconfig(&amx_cfg_16x64); }
+
 struct GbfWork {
     uint32_t PT[AMX_MAX_LD * GBF_CHUNK / 2];    /* Pᵀ */
     uint32_t Bz[16 * AMX_MAX_LD];               /* P's last step, zero-padded */
@@ -240,9 +248,7 @@ AMX_TARGET static void amx_chunk(GbfWork *w, const uint32_t *P, const uint32_t *
     const uint32_t *PT = PTin ? PTin : w->PT, *Bz = w->Bz;
     float *C = w->C;
     amx_prepare(P, np, ld, npad, PTin ? NULL : w->PT, w->Bz);
-    AmxCfg cfg = {.palette = 1};
-    for (int r = 0; r < 8; r++) { cfg.colsb[r] = 64; cfg.rows[r] = 16; }
-    _tile_loadconfig(&cfg);
+    gbf_amx_tiles_16x64();
     for (size_t i2 = 0; i2 < n2 && 32 * i2 < k; i2++)
         for (size_t j2 = i2; j2 < n2 && 32 * j2 < k; j2++) {
             amx_block(P, PT, Bz, np, ld, npad, i2, j2, C);

@@ -46,6 +46,9 @@ double gbf_gamma(gbf_path p);
 bool gbf_amx_cpu(void);
 void gbf_amx_allow(bool on);
 bool gbf_amx_now(void);
+/* Loads the tile configuration both AMX users take (palette 1, tiles 0-7 of 16 rows x 64 bytes); x86 with
+ * AMX only, on a thread that will release the tiles (_tile_release). */
+void gbf_amx_tiles_16x64(void);
 
 /* The leading dim of a packed chunk of k columns: k rounded up to a whole tile (32); the
  * columns k..ld-1 must hold zeros. */

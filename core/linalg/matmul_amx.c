@@ -87,14 +87,8 @@ typedef struct {
     size_t ld;
 } MxRows;
 
-/* Palette 1, every tile 16 rows of 64 bytes: 0-3 the 2 x 2 accumulators, 4-5 A (rows of W), 6-7 B
- * (pairs of 16 tokens). Constant data: GCC does not see _tile_loadconfig read its operand, and may
- * drop stores to a local one before it. */
-static const struct __attribute__((packed, aligned(64))) {
-    uint8_t palette, start_row, zero[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} mx_cfg = {.palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+/* Tiles (gram_bf16.c's one configuration, 16 rows of 64 bytes each): 0-3 the 2 x 2 accumulators, 4-5 A
+ * (rows of W), 6-7 B (pairs of 16 tokens). */
 
 /* One step of 32 columns: A tiles from a0 / a1 (M of them), B tiles from b0 / b1 (NN), into the
  * accumulators 0 (a0 b0), 1 (a0 b1), 2 (a1 b0), 3 (a1 b1). */
@@ -237,7 +231,7 @@ MX_TGT int matmul_amx_unit(size_t i, int worker, void *job) {
     const MatmulAmxJob *j = job;
     MatmulAmxScratch *s = j->ws + worker;
     size_t n0 = i * MATMUL_AMX_NB, nr = j->N - n0 < MATMUL_AMX_NB ? j->N - n0 : MATMUL_AMX_NB;
-    _tile_loadconfig(&mx_cfg);
+    gbf_amx_tiles_16x64();
     for (size_t t0 = 0; t0 < j->T; t0 += MX_TSB) {
         size_t nt = j->T - t0 < MX_TSB ? j->T - t0 : MX_TSB;
         for (size_t k0 = 0; k0 < j->K; k0 += MX_KC) mx_chunk(j, s, n0, nr, t0 / 16, (nt + 15) / 16, k0);
