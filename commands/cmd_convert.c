@@ -33,25 +33,26 @@
 
 /* ================================================================ perplexity before and after */
 
-/* Mean NLL of the converted model: the source's forward pass f with the converted layers swapped in
- * (restored after), as `ppl` runs it. When every layer is converted and the DeepSeek-V3 export can
- * hold it, at the norm eps that export writes: the export's perplexity but for its latent norms'
- * linear bound (mla_export.h; cli_pipeline: the reloaded F32 export within 2e-6 of it on demo-llama;
- * 4e-6 relative in log on a random 2048-wide BF16 model), with nothing written -- it used to be
- * exported to a scratch folder in float32 (twice the bytes of a BF16 model) and read back. */
-static int ppl_converted(TmlaResult *r, mm_compute mode, Forward *f, const TmlaStatsUse *u, FwdPpl *p,
-                         const char **route) {
+/* Mean NLL of the source and of the converted model, in one pass over the weights (fwd_ppl_pair: each
+ * window runs layer by layer as two streams, the source's and the one with the converted layers swapped in,
+ * so each layer's weights are read once for both), each as `ppl` runs it. When every layer is converted and
+ * the DeepSeek-V3 export can hold it, the converted stream runs at the norm eps that export writes: the
+ * export's perplexity but for its latent norms' linear bound (mla_export.h; cli_pipeline: the reloaded F32
+ * export within 2e-6 of it on demo-llama; 4e-6 relative in log on a random 2048-wide BF16 model), with
+ * nothing written. */
+static int ppl_before_after(TmlaResult *r, mm_compute mode, Forward *f, const TmlaStatsUse *u, FwdPpl *before,
+                            FwdPpl *after, const char **route) {
     bool all = true;
     for (int l = 0; l < r->n_layers; l++) all &= r->layers[l] != NULL;
     if (all && mla_exportable(r) != AL_OK) { al_err_clear(); all = false; }   /* no DeepSeek-V3 form: source eps */
     AttnLayer *const *run = NULL;
     int rc = mla_run_for(r, mode, &run);                   /* as its BF16 export where that is the session's */
-    for (int l = 0; rc == AL_OK && l < r->n_layers; l++)
-        if (r->layers[l]) rc = fwd_set_attn(f, l, run[l]);
-    if (all) fwd_set_norm_eps(f, mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE));
-    if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, p);
-    if (all) fwd_set_norm_eps(f, 0);
-    fwd_clear_attn(f);
+    const AttnLayer **ov = rc == AL_OK ? al_calloc((size_t)r->n_layers, sizeof *ov, "attention overrides") : NULL;
+    if (rc == AL_OK && !ov) rc = AL_ERR;
+    for (int l = 0; rc == AL_OK && l < r->n_layers; l++) ov[l] = r->layers[l] ? run[l] : NULL;
+    double eps = all ? mla_export_norm_eps(r->src, true, r->opts.qk_norm != TMLA_QKN_NONE) : 0;
+    if (rc == AL_OK) rc = fwd_ppl_pair(f, ov, eps, u->ids, u->ppl_tokens, u->seqlen, before, after);
+    free(ov);
     *route = all ? "the converted layers in memory at its DeepSeek-V3 export's norm eps, run by the forward pass "
                    "(as `ppl` runs it; nothing written)"
                  : "the converted layers swapped in memory, run by the forward pass";
@@ -256,8 +257,7 @@ static int mla_ppl(Session *s, Model *m, TmlaResult *r, const TmlaStatsUse *u, O
     Forward *f = NULL;
     const char *route = "";
     int rc = lm_forward(s, m, &f);
-    if (rc == AL_OK) rc = fwd_ppl(f, u->ids, u->ppl_tokens, u->seqlen, &before);
-    if (rc == AL_OK) rc = ppl_converted(r, mm_compute_parse(s->compute), f, u, &after, &route);
+    if (rc == AL_OK) rc = ppl_before_after(r, mm_compute_parse(s->compute), f, u, &before, &after, &route);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc == AL_OK)
         out_printf(out, "%sperplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "

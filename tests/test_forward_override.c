@@ -6,7 +6,9 @@
  * overridden layer hands only its input and output to hooks, and the output equals the plain
  * pass's; errors name the layer and the width. Also fwd_ppl's windows (sum of fwd_nll per window)
  * and the per-layer softmax scale and sliding window the pass reports. SmolLM3's layer without RoPE
- * through the evaluator too. */
+ * through the evaluator too. fwd_ppl_pair (before and after in one pass) gives fwd_ppl's numbers without
+ * and with the overrides, bit for bit: in groups of windows, one window a group, with a shorter last
+ * window, with another norm eps after, and on the window-major fallback (a residual hook). */
 #include "tiny_model.h"
 #include "forward.h"
 #include "synth.h"
@@ -235,11 +237,75 @@ static void test_nope_override(const char *tmp) {
     model_free(m);
 }
 
+static int resid_noop(int layer, float *x, size_t T, void *ud) {
+    (void)layer; (void)x; (void)T; (void)ud;
+    return AL_OK;
+}
+
+/* fwd_ppl without overrides, then with ov and norm eps eps (0: the model's), the overrides cleared after. */
+static void ppl_two_passes(Forward *f, AttnLayer **ov, int NL, double eps, const int *ids, size_t n, size_t sl,
+                           FwdPpl *b, FwdPpl *a) {
+    CHECK_OK(fwd_ppl(f, ids, n, sl, b));
+    for (int l = 0; l < NL; l++)
+        if (ov[l]) CHECK_OK(fwd_set_attn(f, l, ov[l]));
+    fwd_set_norm_eps(f, eps);
+    CHECK_OK(fwd_ppl(f, ids, n, sl, a));
+    fwd_set_norm_eps(f, 0);
+    fwd_clear_attn(f);
+}
+
+static void check_pair(Forward *f, AttnLayer **ov, int NL, double eps, const int *ids, size_t n, size_t sl,
+                       const char *what) {
+    FwdPpl b0, a0, b1, a1, again;                     /* the pair first: on a fresh pass, no caches yet */
+    CHECK_OK(fwd_ppl_pair(f, (const AttnLayer *const *)ov, eps, ids, n, sl, &b1, &a1));
+    ppl_two_passes(f, ov, NL, eps, ids, n, sl, &b0, &a0);
+    CHECK(a0.nll != b0.nll, "%s: the override changes nothing (%.17g)", what, a0.nll);
+    CHECK(b1.nll == b0.nll && a1.nll == a0.nll, "%s: before %.17g / %.17g, after %.17g / %.17g", what, b1.nll, b0.nll,
+          a1.nll, a0.nll);
+    CHECK(b1.tokens == b0.tokens && a1.tokens == a0.tokens && b1.windows == b0.windows && a1.windows == a0.windows,
+          "%s: tokens %zu / %zu, windows %zu / %zu", what, b1.tokens, b0.tokens, b1.windows, b0.windows);
+    CHECK_OK(fwd_ppl(f, ids, n, sl, &again));          /* no override, the model's eps left behind */
+    CHECK(again.nll == b0.nll, "%s: after the pair %.17g, before it %.17g", what, again.nll, b0.nll);
+}
+
+static void test_ppl_pair(const char *tmp) {
+    Forward *f;
+    Model *m = tu_open_tiny(tmp, "qwen2", tu_tiny("qwen2", 2, 2), &f);
+    if (!f) { model_free(m); return; }
+    int ids[120];
+    for (int i = 0; i < 120; i++) ids[i] = (i * 29 + 3) % 64;
+    AttnLayer *ov[2] = {NULL, NULL};
+    CHECK_OK(attn_layer_load(m, 1, &ov[1]));
+    if (!ov[1]) { fwd_free(f); model_free(m); return; }
+    ov[1]->scale *= 1.5;                                 /* layer 1's attention another one */
+    check_pair(f, ov, 2, 0, ids, 100, 25, "4 windows in one group");
+    check_pair(f, ov, 2, 0, ids, 111, 25, "4 windows and a shorter one");
+    check_pair(f, ov, 2, 0, ids, 101, 25, "4 windows and a lone token (dropped)");
+    check_pair(f, ov, 2, 1e-2, ids, 111, 25, "norm eps 1e-2 after");
+    fwd_set_group_tokens(f, 25);                         /* one window a group */
+    check_pair(f, ov, 2, 1e-2, ids, 111, 25, "one window a group");
+    fwd_set_group_tokens(f, 0);
+    fwd_set_resid(f, 0, resid_noop, NULL);               /* window-major: two passes */
+    CHECK(fwd_layer_major_refusal(f) != NULL, "a residual hook refuses layer-major");
+    check_pair(f, ov, 2, 1e-2, ids, 111, 25, "window-major fallback");
+    fwd_set_resid(f, 0, NULL, NULL);
+    FwdPpl b, a;
+    CHECK_ERR(fwd_ppl_pair(f, (const AttnLayer *const *)ov, 0, ids, 111, 1, &b, &a), "at least 2 tokens");
+    CHECK(isnan(b.nll) && isnan(a.nll), "an error leaves NaN");
+    ov[1]->hidden += 1;                                  /* a layer of another width: fwd_set_attn's error */
+    CHECK_ERR(fwd_ppl_pair(f, (const AttnLayer *const *)ov, 0, ids, 111, 25, &b, &a), "attention override of layer 1");
+    ov[1]->hidden -= 1;
+    attn_layer_free(ov[1]);
+    fwd_free(f);
+    model_free(m);
+}
+
 int main(void) {
     const char *tmp = test_tmpdir();
     test_override(tmp);
     test_nope_override(tmp);
     test_growth(tmp);
     test_ppl(tmp);
+    test_ppl_pair(tmp);
     return check_done();
 }

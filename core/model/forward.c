@@ -2296,19 +2296,15 @@ int fwd_run_hooked_route(Forward *f, const FwdHooks *h, const int *tokens, size_
     return rc;
 }
 
-int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count) {
-    *nll_sum = 0;
-    *count = 0;
-    fwd_reset(f);
-    if (T < 2) return al_err("perplexity needs at least 2 tokens in a window (got %zu)", T);
-    int rc = body_threads(f, tokens, T);
-    if (rc != AL_OK) { fwd_reset(f); return rc; }
+/* The summed NLL of tokens[1..T) from the final normed hidden rows in f->h (T, D): logits in row chunks. */
+static int nll_rows(Forward *f, const int *tokens, size_t T, double *nll_sum) {
     float *lg = fb_fit(&f->logit, LCHUNK, f->vocab, "logits");
     if (!lg) return AL_ERR;
     double sum = 0;
     for (size_t r0 = 0; r0 + 1 < T; r0 += LCHUNK) {
         size_t n = T - 1 - r0 < LCHUNK ? T - 1 - r0 : LCHUNK;
-        if ((rc = logits_rows(f, f->h.p + r0 * f->D, n, lg))) { fwd_reset(f); return rc; }
+        int rc = logits_rows(f, f->h.p + r0 * f->D, n, lg);
+        if (rc != AL_OK) return rc;
         for (size_t t = 0; t < n; t++) {
             const float *z = lg + t * f->vocab;
             float mx = -INFINITY;
@@ -2319,18 +2315,34 @@ int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *co
         }
     }
     *nll_sum = sum;
+    return AL_OK;
+}
+
+int fwd_nll(Forward *f, const int *tokens, size_t T, double *nll_sum, size_t *count) {
+    *nll_sum = 0;
+    *count = 0;
+    fwd_reset(f);
+    if (T < 2) return al_err("perplexity needs at least 2 tokens in a window (got %zu)", T);
+    int rc = body_threads(f, tokens, T);
+    if (rc == AL_OK) rc = nll_rows(f, tokens, T, nll_sum);
+    if (rc != AL_OK) { fwd_reset(f); *nll_sum = 0; return rc; }
     *count = T - 1;
+    return AL_OK;
+}
+
+static int ppl_args(const Forward *f, size_t n, size_t seqlen) {
+    if (seqlen < 2) return al_err("perplexity windows need at least 2 tokens, not %zu", seqlen);
+    if (seqlen > f->max_ctx)
+        return al_err("perplexity: seqlen %zu is longer than the model's context %zu: give a smaller seqlen", seqlen,
+                      f->max_ctx);
+    if (n < 2) return al_err("perplexity needs at least 2 tokens; the text has %zu", n);
     return AL_OK;
 }
 
 int fwd_ppl(Forward *f, const int *ids, size_t n, size_t seqlen, FwdPpl *out) {
     memset(out, 0, sizeof *out);
     out->nll = NAN;
-    if (seqlen < 2) return al_err("perplexity windows need at least 2 tokens, not %zu", seqlen);
-    if (seqlen > f->max_ctx)
-        return al_err("perplexity: seqlen %zu is longer than the model's context %zu: give a smaller seqlen", seqlen,
-                      f->max_ctx);
-    if (n < 2) return al_err("perplexity needs at least 2 tokens; the text has %zu", n);
+    if (ppl_args(f, n, seqlen) != AL_OK) return AL_ERR;
     size_t nwin = (n + seqlen - 1) / seqlen;
     double sum = 0;
     int rc = AL_OK;
@@ -2347,5 +2359,145 @@ int fwd_ppl(Forward *f, const int *ids, size_t n, size_t seqlen, FwdPpl *out) {
     }
     al_progress(NULL, 0, 0);
     if (out->tokens) out->nll = sum / (double)out->tokens;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- perplexity before and after, one pass */
+
+typedef struct {
+    const AttnLayer **base, **after;   /* (n_layers) stream 0's attention overrides (as set), stream 1's */
+    double eps[2];                     /* each stream's norm eps */
+    double sum[2];                     /* summed NLL */
+    size_t tokens, windows;            /* predicted tokens and windows, of both streams alike */
+} PplPair;
+
+/* Layer L over both streams of a group: X (2, W, T, D) in place, stream s with its overrides and norm eps. */
+static int pair_layer(Forward *f, PplPair *pp, int L, float *X, size_t W, size_t T) {
+    size_t n = T * f->D;
+    int rc = layer_load(f, L, false, NULL);
+    for (int s = 0; rc == AL_OK && s < 2; s++) {
+        f->over[L] = s ? pp->after[L] : pp->base[L];
+        f->norm_eps = pp->eps[s];
+        for (size_t w = 0; rc == AL_OK && w < W; w++) {
+            if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
+            float *x = X + ((size_t)s * W + w) * n;
+            f->pos = 0;                                   /* a fresh sequence: KV rows from 0, states zeroed */
+            f->seq++;
+            memcpy(f->x.p, x, n * sizeof(float));
+            if ((rc = layer_run(f, L, T)) == AL_OK) memcpy(x, f->x.p, n * sizeof(float));
+        }
+    }
+    f->over[L] = pp->base[L];
+    f->norm_eps = pp->eps[0];
+    if (f->streaming) layer_release(f, L);
+    return rc;
+}
+
+/* W windows of T tokens from ids, both streams: embedded, every layer over both (each layer's weights read once),
+ * then the final norm and the NLL of each window, as fwd_nll computes them. */
+static int pair_group(Forward *f, PplPair *pp, const int *ids, size_t W, size_t T, float *X) {
+    size_t n = T * f->D;
+    int rc = AL_OK, NL = f->c->n_layers;
+    for (int L = 0; L < NL; L++) f->over[L] = pp->after[L];   /* body_embed's cache_fit fits their input caches */
+    for (size_t w = 0; rc == AL_OK && w < W; w++) {
+        f->pos = 0;
+        if ((rc = body_embed(f, ids + w * T, T)) != AL_OK) break;
+        memcpy(X + w * n, f->x.p, n * sizeof(float));
+        memcpy(X + (W + w) * n, f->x.p, n * sizeof(float));
+    }
+    for (int L = 0; L < NL; L++) f->over[L] = pp->base[L];
+    for (int L = 0; rc == AL_OK && L < NL; L++) rc = pair_layer(f, pp, L, X, W, T);
+    double part[2] = {0, 0};
+    for (int s = 0; rc == AL_OK && s < 2; s++) {
+        f->norm_eps = pp->eps[s];
+        for (size_t w = 0; rc == AL_OK && w < W; w++) {
+            double one = 0;
+            norm_apply(f, f->norm, f->norm_b, X + ((size_t)s * W + w) * n, f->D, T, f->D, f->h.p, f->D);
+            rc = nll_rows(f, ids + w * T, T, &one);
+            part[s] += one;
+        }
+    }
+    f->norm_eps = pp->eps[0];
+    if (rc != AL_OK) return rc;
+    pp->sum[0] += part[0];
+    pp->sum[1] += part[1];
+    pp->tokens += W * (T - 1);
+    pp->windows += W;
+    return AL_OK;
+}
+
+/* The windows of ids in groups of equal length (the last, shorter window alone), X sized for the largest group. */
+static int pair_windows(Forward *f, PplPair *pp, const int *ids, size_t n, size_t seqlen) {
+    size_t full = n / seqlen, tail = n - full * seqlen, win = 2 * seqlen * f->D * sizeof(float);
+    size_t per = FWD_GROUP_BYTES / win, cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
+    per = per < cap ? per : cap;
+    per = per ? per : 1;
+    per = full && per > full ? full : per;
+    float *X = al_malloc3(2 * (per ? per : 1), seqlen * f->D, sizeof(float), "the hidden states of before and after");
+    if (!X) return AL_ERR;
+    size_t nwin = full + (tail >= 2), done = 0;
+    int rc = AL_OK;
+    for (size_t w0 = 0; rc == AL_OK && w0 < full; w0 += per) {
+        size_t W = full - w0 < per ? full - w0 : per;
+        rc = pair_group(f, pp, ids + w0 * seqlen, W, seqlen, X);
+        al_progress("window", done += W, nwin);
+    }
+    if (rc == AL_OK && tail >= 2) {
+        rc = pair_group(f, pp, ids + full * seqlen, 1, tail, X);
+        al_progress("window", nwin, nwin);
+    }
+    al_progress(NULL, 0, 0);
+    free(X);
+    return rc;
+}
+
+int fwd_ppl_pair(Forward *f, const AttnLayer *const *after, double eps_after, const int *ids, size_t n, size_t seqlen,
+                 FwdPpl *before, FwdPpl *out_after) {
+    memset(before, 0, sizeof *before);
+    memset(out_after, 0, sizeof *out_after);
+    before->nll = out_after->nll = NAN;
+    if (ppl_args(f, n, seqlen) != AL_OK) return AL_ERR;
+    int NL = f->c->n_layers, rc = AL_OK;
+    PplPair pp = {.eps = {f->norm_eps, f->norm_eps}};
+    pp.base = al_calloc((size_t)NL, sizeof *pp.base, "attention overrides");
+    pp.after = al_calloc((size_t)NL, sizeof *pp.after, "attention overrides");
+    if (!pp.base || !pp.after) rc = AL_ERR;
+    for (int L = 0; rc == AL_OK && L < NL; L++) pp.base[L] = f->over[L];
+    for (int L = 0; rc == AL_OK && L < NL; L++)          /* validated (and input caches fitted) as fwd_set_attn does */
+        if (after[L] && (rc = fwd_set_attn(f, L, after[L])) == AL_OK) pp.after[L] = f->over[L];
+    for (int L = 0; rc == AL_OK && L < NL; L++) {
+        if (!after[L]) pp.after[L] = pp.base[L];
+        f->over[L] = pp.base[L];
+    }
+    if (rc == AL_OK && eps_after > 0) {
+        fwd_set_norm_eps(f, eps_after);
+        pp.eps[1] = f->norm_eps;
+        f->norm_eps = pp.eps[0];
+    }
+    if (rc == AL_OK && fwd_layer_major_refusal(f)) {     /* window-major: two passes, one after the other */
+        rc = fwd_ppl(f, ids, n, seqlen, before);
+        for (int L = 0; rc == AL_OK && L < NL; L++) f->over[L] = pp.after[L];
+        f->norm_eps = pp.eps[1];
+        if (rc == AL_OK) rc = fwd_ppl(f, ids, n, seqlen, out_after);
+        f->norm_eps = pp.eps[0];
+    } else if (rc == AL_OK) {
+        int saved = openblas_get_num_threads();          /* body_threads' rule */
+        bool small = f->D < SMALL_HIDDEN && saved > 1;
+        if (small) openblas_set_num_threads(1);
+        rc = pair_windows(f, &pp, ids, n, seqlen);
+        if (small) openblas_set_num_threads(saved);
+        before->tokens = out_after->tokens = pp.tokens;
+        before->windows = out_after->windows = pp.windows;
+        if (pp.tokens) {
+            before->nll = pp.sum[0] / (double)pp.tokens;
+            out_after->nll = pp.sum[1] / (double)pp.tokens;
+        }
+    }
+    for (int L = 0; pp.base && L < NL; L++)             /* the overrides as they were */
+        if (after[L] && fwd_set_attn(f, L, pp.base[L]) != AL_OK && rc == AL_OK) rc = AL_ERR;
+    f->norm_eps = pp.eps[0];
+    fwd_reset(f);
+    free(pp.base);
+    free(pp.after);
     return rc;
 }

@@ -197,6 +197,17 @@ typedef struct {
  * tokens. Ctrl-C returns AL_INTERRUPTED with the windows done so far in *out. */
 int fwd_ppl(Forward *f, const int *ids, size_t n, size_t seqlen, FwdPpl *out);
 
+/* Perplexity before and after replacing attention layers, in one pass over the weights: the windows of
+ * fwd_ppl run layer by layer as two streams -- the model as it is, then with after[L] (n_layers entries;
+ * NULL: the layer as it is) in place of layer L's attention and every norm at eps_after (0: as set) -- so
+ * each layer's weights are read once for both (from the disk once, where the page cache cannot hold the
+ * model). Each stream runs fwd_ppl's arithmetic, window for window: before and after are fwd_ppl's
+ * numbers without and with the overrides, bit for bit. Where fwd_layer_major_refusal names a reason, the
+ * two passes run one after the other. The overrides set before the call are the same after it. Errors:
+ * fwd_ppl's and fwd_set_attn's; Ctrl-C returns AL_INTERRUPTED with the groups of windows done so far. */
+int fwd_ppl_pair(Forward *f, const AttnLayer *const *after, double eps_after, const int *ids, size_t n, size_t seqlen,
+                 FwdPpl *before, FwdPpl *out_after);
+
 /* ================================================================ what the pass uses */
 
 /* The model the pass runs. */
