@@ -2371,16 +2371,33 @@ typedef struct {
     size_t tokens, windows;            /* predicted tokens and windows, of both streams alike */
 } PplPair;
 
-/* Layer L over both streams of a group: X (2, W, T, D) in place, stream s with its overrides and norm eps. */
-static int pair_layer(Forward *f, PplPair *pp, int L, float *X, size_t W, size_t T) {
-    size_t n = T * f->D;
+/* A group of windows of both streams: window w is ids[start + w seqlen ..) of len(w) tokens (the last of the text
+ * may be shorter), its hidden states X + (s W + w) seqlen D (stream s). */
+typedef struct {
+    const int *ids;
+    size_t n, start, W, seqlen;
+    float *X;
+} PairGroup;
+
+static size_t pg_len(const PairGroup *g, size_t w) {
+    size_t at = g->start + w * g->seqlen;
+    return g->n - at < g->seqlen ? g->n - at : g->seqlen;
+}
+
+static float *pg_x(const PairGroup *g, const Forward *f, int s, size_t w) {
+    return g->X + ((size_t)s * g->W + w) * g->seqlen * f->D;
+}
+
+/* Layer L over both streams of group g, in place, stream s with its overrides and norm eps. */
+static int pair_layer(Forward *f, PplPair *pp, int L, const PairGroup *g) {
     int rc = layer_load(f, L, false, NULL);
     for (int s = 0; rc == AL_OK && s < 2; s++) {
         f->over[L] = s ? pp->after[L] : pp->base[L];
         f->norm_eps = pp->eps[s];
-        for (size_t w = 0; rc == AL_OK && w < W; w++) {
+        for (size_t w = 0; rc == AL_OK && w < g->W; w++) {
             if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
-            float *x = X + ((size_t)s * W + w) * n;
+            size_t T = pg_len(g, w), n = T * f->D;
+            float *x = pg_x(g, f, s, w);
             f->pos = 0;                                   /* a fresh sequence: KV rows from 0, states zeroed */
             f->seq++;
             memcpy(f->x.p, x, n * sizeof(float));
@@ -2393,58 +2410,58 @@ static int pair_layer(Forward *f, PplPair *pp, int L, float *X, size_t W, size_t
     return rc;
 }
 
-/* W windows of T tokens from ids, both streams: embedded, every layer over both (each layer's weights read once),
- * then the final norm and the NLL of each window, as fwd_nll computes them. */
-static int pair_group(Forward *f, PplPair *pp, const int *ids, size_t W, size_t T, float *X) {
-    size_t n = T * f->D;
+/* Group g, both streams: embedded, every layer over both (each layer's weights read once for the group), then the
+ * final norm and the NLL of each window, as fwd_nll computes them. */
+static int pair_group(Forward *f, PplPair *pp, const PairGroup *g) {
     int rc = AL_OK, NL = f->c->n_layers;
     for (int L = 0; L < NL; L++) f->over[L] = pp->after[L];   /* body_embed's cache_fit fits their input caches */
-    for (size_t w = 0; rc == AL_OK && w < W; w++) {
+    for (size_t w = 0; rc == AL_OK && w < g->W; w++) {
+        size_t T = pg_len(g, w), n = T * f->D;
         f->pos = 0;
-        if ((rc = body_embed(f, ids + w * T, T)) != AL_OK) break;
-        memcpy(X + w * n, f->x.p, n * sizeof(float));
-        memcpy(X + (W + w) * n, f->x.p, n * sizeof(float));
+        if ((rc = body_embed(f, g->ids + g->start + w * g->seqlen, T)) != AL_OK) break;
+        memcpy(pg_x(g, f, 0, w), f->x.p, n * sizeof(float));
+        memcpy(pg_x(g, f, 1, w), f->x.p, n * sizeof(float));
     }
     for (int L = 0; L < NL; L++) f->over[L] = pp->base[L];
-    for (int L = 0; rc == AL_OK && L < NL; L++) rc = pair_layer(f, pp, L, X, W, T);
+    for (int L = 0; rc == AL_OK && L < NL; L++) rc = pair_layer(f, pp, L, g);
     double part[2] = {0, 0};
+    size_t tokens = 0;
     for (int s = 0; rc == AL_OK && s < 2; s++) {
         f->norm_eps = pp->eps[s];
-        for (size_t w = 0; rc == AL_OK && w < W; w++) {
+        for (size_t w = 0; rc == AL_OK && w < g->W; w++) {
+            size_t T = pg_len(g, w);
             double one = 0;
-            norm_apply(f, f->norm, f->norm_b, X + ((size_t)s * W + w) * n, f->D, T, f->D, f->h.p, f->D);
-            rc = nll_rows(f, ids + w * T, T, &one);
+            norm_apply(f, f->norm, f->norm_b, pg_x(g, f, s, w), f->D, T, f->D, f->h.p, f->D);
+            rc = nll_rows(f, g->ids + g->start + w * g->seqlen, T, &one);
             part[s] += one;
+            tokens += s ? 0 : T - 1;
         }
     }
     f->norm_eps = pp->eps[0];
     if (rc != AL_OK) return rc;
     pp->sum[0] += part[0];
     pp->sum[1] += part[1];
-    pp->tokens += W * (T - 1);
-    pp->windows += W;
+    pp->tokens += tokens;
+    pp->windows += g->W;
     return AL_OK;
 }
 
-/* The windows of ids in groups of equal length (the last, shorter window alone), X sized for the largest group. */
+/* The windows of ids (fwd_ppl's: seqlen tokens, the last shorter, one of a single token dropped) in groups of at
+ * most the layer-major budget's windows, the shorter last one in the last group: one read of the weights a group. */
 static int pair_windows(Forward *f, PplPair *pp, const int *ids, size_t n, size_t seqlen) {
-    size_t full = n / seqlen, tail = n - full * seqlen, win = 2 * seqlen * f->D * sizeof(float);
+    size_t nwin = n / seqlen + (n % seqlen >= 2), win = 2 * seqlen * f->D * sizeof(float);
     size_t per = FWD_GROUP_BYTES / win, cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
     per = per < cap ? per : cap;
     per = per ? per : 1;
-    per = full && per > full ? full : per;
-    float *X = al_malloc3(2 * (per ? per : 1), seqlen * f->D, sizeof(float), "the hidden states of before and after");
+    per = per > nwin ? nwin : per;
+    float *X = al_malloc3(2 * per, seqlen * f->D, sizeof(float), "the hidden states of before and after");
     if (!X) return AL_ERR;
-    size_t nwin = full + (tail >= 2), done = 0;
     int rc = AL_OK;
-    for (size_t w0 = 0; rc == AL_OK && w0 < full; w0 += per) {
-        size_t W = full - w0 < per ? full - w0 : per;
-        rc = pair_group(f, pp, ids + w0 * seqlen, W, seqlen, X);
-        al_progress("window", done += W, nwin);
-    }
-    if (rc == AL_OK && tail >= 2) {
-        rc = pair_group(f, pp, ids + full * seqlen, 1, tail, X);
-        al_progress("window", nwin, nwin);
+    for (size_t w0 = 0; rc == AL_OK && w0 < nwin; w0 += per) {
+        PairGroup g = {.ids = ids, .n = n, .start = w0 * seqlen, .W = nwin - w0 < per ? nwin - w0 : per,
+                       .seqlen = seqlen, .X = X};
+        rc = pair_group(f, pp, &g);
+        al_progress("window", w0 + g.W, nwin);
     }
     al_progress(NULL, 0, 0);
     free(X);
