@@ -320,6 +320,11 @@ static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int l
     PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
     info.by_head = fig != RANKS_BY_LAYER && !strcmp(args_str(a, "order"), "head");
     info.normalize = fig == RANKS_BY_LAYER && args_flag(a, "normalize");
+    char note[512];
+    if (fig != RANKS_ONE && layersel_note(&s->cur->cfg, lo, hi, "drawing", note, sizeof note) && note[0]) {
+        info.layers_note = note;            /* a hybrid: which layers the figure shows */
+        info.shade_gaps = true;
+    }
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
     plot_dest_window_hint(out, &d);
@@ -437,9 +442,20 @@ static const Param bylayer_kw[] = {
 
 #define MODELS_MAX 16
 
+/* Appends to note (at *len) "M: attention layers 1, 4 only (the others: Mamba-2 (SSM))" when
+ * model m's layers lo..hi (its first and last attention layer) are not all attention. */
+static void hybrid_note(const Model *m, int lo, int hi, char *note, size_t cap, size_t *len) {
+    if (layersel_count(&m->cfg, lo, hi) == hi - lo + 1 || *len >= cap) return;
+    char list[256];
+    int k = snprintf(note + *len, cap - *len, "%s%s: attention layers %s only (the others: %s)", *len ? "; " : "",
+                     m->name, layersel_text(&m->cfg, lo, hi, list, sizeof list), layersel_other_kind(&m->cfg));
+    *len += k > 0 ? (size_t)k : 0;
+}
+
 /* Ranks of each named model (comma-separated) for the side-by-side figure. */
 static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, double tau) {
-    char *list = al_strdup(args_str(a, "models")), *save = NULL, names[512] = "";
+    char *list = al_strdup(args_str(a, "models")), *save = NULL, names[512] = "", note[512] = "";
+    size_t note_len = 0;
     RankSet r[MODELS_MAX];
     PlotRanksModel pm[MODELS_MAX];
     size_t n = 0, len = 0;
@@ -452,6 +468,7 @@ static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, d
         FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = FARR_NO_OFFSET };
         if ((rc = rankset_build(s, &q, tau, &r[n]))) break;
         pm[n] = (PlotRanksModel){.model = m->name, .layers = r[n].layers, .n_layers = r[n].n, .head_dim = r[n].head_dim};
+        hybrid_note(m, (int)lo, (int)hi, note, sizeof note, &note_len);
         len += (size_t)snprintf(names + len, len < sizeof names ? sizeof names - len : 0, "%s%s", n ? "-" : "", m->name);
         n++;
     }
@@ -464,6 +481,7 @@ static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, d
     if (!rc && !(rc = plot_dest_init(s, a, auto_name, &d))) {
         PlotRanksInfo info = ranks_info(s, kind, tau, 0);
         info.normalize = args_flag(a, "normalize");
+        info.layers_note = note[0] ? note : NULL;
         plot_dest_window_hint(out, &d);
         rc = plot_dest_done(out, &d, plot_ranks_by_layer_models(&d.o, &info, pm, n, (plot_rank_stat)args_enum(a, "stat")));
     }
