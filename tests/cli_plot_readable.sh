@@ -8,6 +8,11 @@
 #   the ids of its heads in that panel's order -- the order `ranks vo all` gives (fused rank, then
 #   head id) --, never the sort positions, and the x label says so; in head order (`order head`)
 #   the ticks are the ids 0..7.
+# - the other figures of a hybrid: head-importance labels its rows with their layer numbers (1, 4),
+#   not row positions; compare names the layers it leaves out;
+# - plot attention says which axis is queries and which keys; key-norms shows its y label once,
+#   whole (it once printed two halves of it over each other); esd's log x axis of less than a
+#   decade has numbers (PLplot labels only the decades).
 # stdin is /dev/null throughout.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -48,5 +53,28 @@ ok "grid: the x label says the numbers are head ids" grep -q "numbers under each
 ok "grid, head order: the bottom panels' ticks are ids 0, 4, 7, thrice" \
     test "$(svg_texts grid-head.svg | grep -B3 -x 'L[345]' | grep -x '[0-9]' | tr '\n' ' ')" = "0 4 7 0 4 7 0 4 7 "
 ok "grid, head order: the x label says head id" grep -qx "head id" <(svg_texts grid-head.svg)
+
+# ---- the hybrid's other figures
+cli_ids 60 ids.txt
+run -e "load nh; plot head-importance ids ids.txt to nh-imp.svg; plot compare to nh-cmp.svg"
+ok "nemotron_h: head-importance and compare drawn" test "$(rc)" = 0
+imp=$(svg_texts nh-imp.svg)
+# each grid: heads 0-3 across, then its rows' numbers, then the axis title
+ok "head-importance: rows labelled with layers 1 and 4, not row positions [$(tr '\n' ' ' <<<"$imp")]" \
+    test "$(tr '\n' ' ' <<<"$imp" | grep -o '0 1 2 3 1 4 head' | wc -l)" = 2
+ok "head-importance: the y label says attention layers only" has "$imp" "layer (its attention layers only)"
+ok "compare: the subtitle names the layers left out" has "$(svg_texts nh-cmp.svg | tr '\n' ' ')" "$note"
+
+# ---- attention, key-norms, esd on demo-llama / demo-r1
+run -e "load demo-llama; plot attention ids ids.txt max-tokens 12 layer 1 head 0 to att.svg; plot key-norms layer 1 to kn.svg; load demo-r1; plot esd vo layer 1 head 0 to esd.svg"
+ok "attention, key-norms, esd drawn" test "$(rc)" = 0
+att=$(svg_texts att.svg)
+ok "attention: the rows are queries" grep -qx "query token (attending)" <<<"$att"
+ok "attention: the columns are keys" grep -qx "key token (attended to)" <<<"$att"
+kn=$(svg_texts kn.svg)
+ok "key-norms: the y label once, whole" test "$(grep -cx 'RMS key (real above, imaginary below)' <<<"$kn")" = 1
+ok "key-norms: no half labels drawn over each other" hasnt "$kn" "(Re)"
+ok "esd: the x axis of under a decade has numbers (0.02 0.03 0.04)" \
+    test "$(svg_texts esd.svg | grep -x '0.0[234]' | tr '\n' ' ')" = "0.02 0.03 0.04 "
 
 cli_done
