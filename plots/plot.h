@@ -146,6 +146,9 @@ typedef struct {
                                   and the band break at them either way) */
     const char *layers_note;   /* grid, by layer: which layers are drawn and why the others are not (a
                                   hybrid's), first in the subtitle; NULL: none */
+    bool has_span;             /* by layer: the x axis covers layers span[0]..span[1] (the range asked for),
+                                  those not drawn shaded with shade_gaps; else it fits the drawn layers */
+    int span[2];
 } PlotRanksInfo;
 
 /* One layer: x = heads sorted by fused rank (ascending; or in head order with info->by_head), A

@@ -385,13 +385,14 @@ static size_t layer_runs(const double *x, size_t n) {
     return runs;
 }
 
-/* Shades the layers missing between two drawn ones (x[i] + 1 .. x[i + 1] - 1: a hybrid's layers
- * without attention), full height y0..y1. */
-static void bylayer_gaps(const double *x, size_t n, double y0, double y1) {
+/* Shades the layers of lo..hi missing from the n drawn ones x (a hybrid's layers without
+ * attention: between two drawn layers, or before the first and after the last), full height y0..y1. */
+static void bylayer_gaps(const double *x, size_t n, double lo, double hi, double y0, double y1) {
     plcol0(PC_GAP);
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (x[i + 1] - x[i] <= 1.0) continue;
-        double a = x[i] + 0.5, b = x[i + 1] - 0.5, bx[4] = {a, a, b, b}, by[4] = {y0, y1, y1, y0};
+    for (size_t i = 0; i <= n; i++) {
+        double a = (i ? x[i - 1] : lo - 1.0) + 0.5, b = (i < n ? x[i] : hi + 1.0) - 0.5;
+        if (b <= a) continue;
+        double bx[4] = {a, a, b, b}, by[4] = {y0, y1, y1, y0};
         plfill(4, bx, by);
     }
 }
@@ -442,9 +443,11 @@ static void bylayer_lines(const double *v, size_t n) {
 
 /* The data window of the by-layer figure (x: the layers with half a layer's room, y: 0..ytop)
  * with the view's ranges applied, and its grid. */
-static int bylayer_axes(const PlotOpts *opts, const double *x, size_t n, double ytop, bool normalize, int head_dim,
+static int bylayer_axes(const PlotOpts *opts, const PlotRanksInfo *info, const double *x, size_t n, double ytop,
                         double r[4], double st[2], PLINT sub[2]) {
-    double lo = x[0], hi = x[0];
+    bool normalize = info->normalize;
+    int head_dim = info->head_dim;
+    double lo = info->has_span ? info->span[0] : x[0], hi = info->has_span ? info->span[1] : x[0];
     for (size_t i = 0; i < n; i++) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
     double pad = fmax(0.5, 0.01 * (hi - lo));
     r[0] = lo - pad; r[1] = hi + pad; r[2] = 0.0; r[3] = 1.04 * ytop;
@@ -488,17 +491,18 @@ int plot_ranks_by_layer(const PlotOpts *opts_in, const PlotRanksInfo *info,
         {"min–max band", PC_BAND, PL_ITEM_BOX, 1, NULL},
         {"no attention heads", PC_GAP, PL_ITEM_BOX, 1, NULL},
     };
-    bool gaps = info->shade_gaps && layer_runs(v, n_layers) > 1;
+    double span_lo = info->has_span ? info->span[0] : v[0], span_hi = info->has_span ? info->span[1] : v[n_layers - 1];
+    bool gaps = info->shade_gaps && (layer_runs(v, n_layers) > 1 || span_lo < v[0] || span_hi > v[n_layers - 1]);
     int ni = gaps ? 5 : 4;
     plot_vpor_std(&o, plot_legend_rows(items, ni, plot_vpor_std_width(2.0), 0.9), 2.0);
     double r[4], st[2];
     PLINT sub[2];
-    if (bylayer_axes(&ov, v, n_layers, ytop, info->normalize, info->head_dim, r, st, sub)) {
+    if (bylayer_axes(&ov, info, v, n_layers, ytop, r, st, sub)) {
         free(v);
         plot_page_close(&pg);
         return AL_ERR;
     }
-    if (gaps) bylayer_gaps(v, n_layers, r[2], r[3]);
+    if (gaps) bylayer_gaps(v, n_layers, span_lo, span_hi, r[2], r[3]);
     plcol0(PC_LIGHT);
     plbox("g", st[0], sub[0], "g", st[1], sub[1]);
     bylayer_band(v, v + n_layers, v + 3 * n_layers, n_layers);

@@ -2,8 +2,8 @@
 # cli_plot_readable.sh -- what a reader reads off the rank figures, from their SVG text:
 # - a hybrid (synth nemotron_h, "M*EM*-": attention at layers 1 and 4, Mamba-2 / MoE / MLP blocks
 #   between): `plot ranks-by-layer` and the grid say which layers they draw and what the others
-#   are, and ranks-by-layer shades the gap and names it in its legend (its lines break there:
-#   tests/test_plot.c checks the pixels);
+#   are, and ranks-by-layer's x axis is the layers asked for (0-5), those without attention shaded
+#   and named in its legend (its lines break there: tests/test_plot.c checks the pixels);
 # - the grid of per-head ranks sorted by rank (`plot vo-ranks all` on demo-r1): under each panel
 #   the ids of its heads in that panel's order -- the order `ranks vo all` gives (fused rank, then
 #   head id) --, never the sort positions, and the x label says so; in head order (`order head`)
@@ -23,10 +23,11 @@ unset DISPLAY
 run -e "synth family nemotron_h nh; load nh; plot ranks-by-layer vo to nh-bl.svg; plot vo-ranks all to nh-grid.svg; plot ranks-by-layer vo models nh,demo-r1 to nh-models.svg"
 ok "nemotron_h: the figures are drawn" test "$(rc)" = 0
 bl=$(svg_texts nh-bl.svg | tr '\n' ' ')
-note="layers 2-3 are Mamba-2 (SSM) or MLP / MoE blocks without attention: drawing the 2 attention layers 1, 4"
+note="layers 0, 2-3, 5 are Mamba-2 (SSM) or MLP / MoE blocks without attention: drawing the 2 attention layers 1, 4"
 ok "ranks-by-layer: the subtitle says which layers are drawn [$bl]" has "$bl" "$note"
 ok "ranks-by-layer: the legend names the shaded gap" has "$bl" "no attention heads"
-ok "ranks-by-layer: the gap is shaded (#EFEFEF)" grep -qi 'fill="#EFEFEF"' nh-bl.svg
+ok "ranks-by-layer: the gaps are shaded (#EFEFEF)" grep -qi 'fill="#EFEFEF"' nh-bl.svg
+ok "ranks-by-layer: the x axis is the whole model's layers 0-5" test "$(svg_texts nh-bl.svg | grep -x '[0-9]' | head -6 | tr '\n' ' ')" = "0 1 2 3 4 5 "
 ok "grid: the subtitle says which layers are drawn" has "$(svg_texts nh-grid.svg | tr '\n' ' ')" "$note"
 ok "grid: panels L1 and L4" test "$(svg_texts nh-grid.svg | grep -x 'L[0-9]*' | tr '\n' ' ')" = "L1 L4 "
 ok "several models: the hybrid's layers are named" \
@@ -63,7 +64,8 @@ imp=$(svg_texts nh-imp.svg)
 ok "head-importance: rows labelled with layers 1 and 4, not row positions [$(tr '\n' ' ' <<<"$imp")]" \
     test "$(tr '\n' ' ' <<<"$imp" | grep -o '0 1 2 3 1 4 head' | wc -l)" = 2
 ok "head-importance: the y label says attention layers only" has "$imp" "layer (its attention layers only)"
-ok "compare: the subtitle names the layers left out" has "$(svg_texts nh-cmp.svg | tr '\n' ' ')" "$note"
+ok "compare: the subtitle names the layers left out" \
+    has "$(svg_texts nh-cmp.svg | tr '\n' ' ')" "layers 2-3 are Mamba-2 (SSM) or MLP / MoE blocks without attention: drawing the 2 attention layers 1, 4"
 
 # ---- attention, key-norms, esd on demo-llama / demo-r1
 run -e "load demo-llama; plot attention ids ids.txt max-tokens 12 layer 1 head 0 to att.svg; plot key-norms layer 1 to kn.svg; load demo-r1; plot esd vo layer 1 head 0 to esd.svg"
