@@ -312,7 +312,7 @@ typedef enum { RANKS_ONE, RANKS_GRID, RANKS_BY_LAYER } ranks_figure;
 
 /* Builds the ranks of layers lo..hi at tau and draws them as fig into the plot destination. */
 static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int lo, int hi, double tau,
-                      ranks_figure fig, const char *auto_name) {
+                      ranks_figure fig, const char *which, const char *auto_name) {
     RankSet r;
     FarrQuery q = { .m = s->cur, .kind = kind, .lo = lo, .hi = hi, .offset = param_offset(a) };
     int rc = rankset_build(s, &q, tau, &r);
@@ -320,6 +320,16 @@ static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int l
     PlotRanksInfo info = ranks_info(s, kind, tau, r.head_dim);
     info.by_head = fig != RANKS_BY_LAYER && !strcmp(args_str(a, "order"), "head");
     info.normalize = fig == RANKS_BY_LAYER && args_flag(a, "normalize");
+    char note[512];
+    long rl = lo, rh = hi;                  /* the range asked for, before its narrowing to attention layers */
+    if (args_range(a, which, s->cur->cfg.n_layers, &rl, &rh)) rl = lo, rh = hi;
+    if (fig != RANKS_ONE && layersel_note(&s->cur->cfg, (int)rl, (int)rh, "drawing", note, sizeof note) && note[0]) {
+        info.layers_note = note;            /* a hybrid: which layers the figure shows */
+        info.shade_gaps = true;
+        info.has_span = true;
+        info.span[0] = (int)rl;
+        info.span[1] = (int)rh;
+    }
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { rankset_free(&r); return AL_ERR; }
     plot_dest_window_hint(out, &d);
@@ -332,9 +342,14 @@ static int draw_ranks(Session *s, const Args *a, Out *out, farr_kind kind, int l
 
 /* The layer range of a rank plot: `layer L` (one layer, or `layer all`), `layers A-B`, or the
  * positional range (`8`, `0-15`, `all`, default all). *single when one layer was named. */
+/* Which argument names a rank plot's layers: `layer`, `layers` or the positional range. */
+static const char *ranks_which(const Args *a) {
+    return args_given(a, "layer") ? "layer" : args_given(a, "layers") ? "layers" : "range";
+}
+
 static int ranks_scope(Session *s, const Args *a, Out *out, int *lo, int *hi, bool *single) {
     long l, h;
-    const char *which = args_given(a, "layer") ? "layer" : args_given(a, "layers") ? "layers" : "range";
+    const char *which = ranks_which(a);
     if (param_layers(out, a, which, s->cur, &l, &h)) return AL_ERR;
     *lo = (int)l;
     *hi = (int)h;
@@ -392,7 +407,7 @@ static int cmd_plot_ranks(Session *s, const Args *a, Out *out) {
         snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d", s->cur->name, farr_kind_name(kind), lo);
     else
         snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-L%d-%d", s->cur->name, farr_kind_name(kind), lo, hi);
-    return draw_ranks(s, a, out, kind, lo, hi, tau, single ? RANKS_ONE : RANKS_GRID, auto_name);
+    return draw_ranks(s, a, out, kind, lo, hi, tau, single ? RANKS_ONE : RANKS_GRID, ranks_which(a), auto_name);
 }
 
 /* ================================================================ plot ranks-by-layer */
@@ -437,9 +452,20 @@ static const Param bylayer_kw[] = {
 
 #define MODELS_MAX 16
 
+/* Appends to note (at *len) "M: attention layers 1, 4 only (the others: Mamba-2 (SSM))" when
+ * model m's layers lo..hi (the range asked for) are not all attention. */
+static void hybrid_note(const Model *m, int lo, int hi, char *note, size_t cap, size_t *len) {
+    if (layersel_count(&m->cfg, lo, hi) == hi - lo + 1 || *len >= cap) return;
+    char list[256];
+    int k = snprintf(note + *len, cap - *len, "%s%s: attention layers %s only (the others: %s)", *len ? "; " : "",
+                     m->name, layersel_text(&m->cfg, lo, hi, list, sizeof list), layersel_other_kind(&m->cfg));
+    *len += k > 0 ? (size_t)k : 0;
+}
+
 /* Ranks of each named model (comma-separated) for the side-by-side figure. */
 static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, double tau) {
-    char *list = al_strdup(args_str(a, "models")), *save = NULL, names[512] = "";
+    char *list = al_strdup(args_str(a, "models")), *save = NULL, names[512] = "", note[512] = "";
+    size_t note_len = 0;
     RankSet r[MODELS_MAX];
     PlotRanksModel pm[MODELS_MAX];
     size_t n = 0, len = 0;
@@ -452,6 +478,9 @@ static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, d
         FarrQuery q = { .m = m, .kind = kind, .lo = (int)lo, .hi = (int)hi, .offset = FARR_NO_OFFSET };
         if ((rc = rankset_build(s, &q, tau, &r[n]))) break;
         pm[n] = (PlotRanksModel){.model = m->name, .layers = r[n].layers, .n_layers = r[n].n, .head_dim = r[n].head_dim};
+        long rl = lo, rh = hi;              /* the range asked for, before its narrowing */
+        if (args_range(a, "layers", m->cfg.n_layers, &rl, &rh)) rl = lo, rh = hi;
+        hybrid_note(m, (int)rl, (int)rh, note, sizeof note, &note_len);
         len += (size_t)snprintf(names + len, len < sizeof names ? sizeof names - len : 0, "%s%s", n ? "-" : "", m->name);
         n++;
     }
@@ -464,6 +493,7 @@ static int bylayer_models(Session *s, const Args *a, Out *out, farr_kind kind, d
     if (!rc && !(rc = plot_dest_init(s, a, auto_name, &d))) {
         PlotRanksInfo info = ranks_info(s, kind, tau, 0);
         info.normalize = args_flag(a, "normalize");
+        info.layers_note = note[0] ? note : NULL;
         plot_dest_window_hint(out, &d);
         rc = plot_dest_done(out, &d, plot_ranks_by_layer_models(&d.o, &info, pm, n, (plot_rank_stat)args_enum(a, "stat")));
     }
@@ -483,7 +513,7 @@ static int cmd_plot_ranks_by_layer(Session *s, const Args *a, Out *out) {
     char auto_name[256];
     snprintf(auto_name, sizeof auto_name, "%s-%s-ranks-by-layer%s", s->cur->name, farr_kind_name(kind),
              args_flag(a, "normalize") ? "-norm" : "");
-    return draw_ranks(s, a, out, kind, (int)lo, (int)hi, tau, RANKS_BY_LAYER, auto_name);
+    return draw_ranks(s, a, out, kind, (int)lo, (int)hi, tau, RANKS_BY_LAYER, "layers", auto_name);
 }
 
 /* ================================================================ plot heatmap */

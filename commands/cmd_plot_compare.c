@@ -268,7 +268,7 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
                                .slot = k};
     }
     const char *wname = what == 1 ? "attention score" : "attention output";
-    char title[256], sub[320], ylab[128], auto_name[256];
+    char title[256], sub[640], ylab[128], auto_name[256], note[512];
     snprintf(title, sizeof title, "%s: %s error per layer at a KV budget of %zu values (model: %zu)", m->name, wname,
              r->budget, r->kv_model);
     int w = snprintf(sub, sizeof sub, "values cached per token per layer, budget %.1f%% of the model's; %zu random "
@@ -281,6 +281,8 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
             if (d > 0) w += d;
             first = 0;
         }
+    if (layersel_note(&m->cfg, lo, hi, "drawing", note, sizeof note) && note[0] && w > 0 && (size_t)w < sizeof sub)
+        snprintf(sub + w, sizeof sub - (size_t)w, "; %s", note);      /* a hybrid: the gaps named */
     snprintf(ylab, sizeof ylab, "%s_err = ||Y - Y'|| / ||Y||", what == 1 ? "score" : "out");
     snprintf(auto_name, sizeof auto_name, "%s-compare-B%zu-%s", m->name, r->budget, WHAT_CHOICES[what]);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "layer", .ylabel = ylab, .logy = logy, .x_whole = true};

@@ -141,6 +141,14 @@ typedef struct {
     int head_dim;              /* y axis runs 0..head_dim (ranks above it are clipped) */
     bool by_head;              /* x = heads in model order (head ids) instead of sorted by fused rank */
     bool normalize;            /* ranks by layer: y = rank / head dim (0..1), so head dims compare */
+    bool shade_gaps;           /* ranks by layer: the layers missing between two drawn ones are a hybrid's
+                                  layers without attention: shaded, "no attention heads" in the legend (lines
+                                  and the band break at them either way) */
+    const char *layers_note;   /* grid, by layer: which layers are drawn and why the others are not (a
+                                  hybrid's), first in the subtitle; NULL: none */
+    bool has_span;             /* by layer: the x axis covers layers span[0]..span[1] (the range asked for),
+                                  those not drawn shaded with shade_gaps; else it fits the drawn layers */
+    int span[2];
 } PlotRanksInfo;
 
 /* One layer: x = heads sorted by fused rank (ascending; or in head order with info->by_head), A
@@ -150,15 +158,19 @@ typedef struct {
 int plot_ranks(const PlotOpts *opts, const PlotRanksInfo *info, const PlotLayerRanks *layer);
 
 /* The model-wide grid: one small panel per layer (up to 8 columns: 61 layers make 8 x 8),
- * shared axes, panel labels "L<n>", one legend; info->by_head as in plot_ranks; x ticks are
- * 0-based head positions (0 .. n_heads-1, like head ids everywhere else). Without a size
+ * shared axes, panel labels "L<n>", one legend; info->by_head as in plot_ranks. Sorted by rank,
+ * each panel has its own head order, so the numbers under every panel are its head ids (as
+ * many as stand apart: every k-th when they would touch) and the x label says so; in head order
+ * the bottom panels' x ticks are the head ids 0 .. n_heads-1. Without a size
  * given, the page grows with the panel count (1000 x 700 up to 16 panels, about 180 x 140 per
  * panel beyond); it stays readable down to about 1000 x 700. */
 int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
                     const PlotLayerRanks *layers, size_t n_layers);
 
 /* Per-layer minimum, median and maximum fused rank against depth (max is the uniform rank a
- * per-layer truncation must keep), the min..max band shaded. */
+ * per-layer truncation must keep), the min..max band shaded. x is the layer number; lines and
+ * the band join adjacent layers only, so a layer missing from `layers` (a hybrid's Mamba-2 or
+ * linear-attention layer) is a gap, shaded and named in the legend with info->shade_gaps. */
 int plot_ranks_by_layer(const PlotOpts *opts, const PlotRanksInfo *info,
                         const PlotLayerRanks *layers, size_t n_layers);
 

@@ -143,7 +143,7 @@ int plot_attention(const PlotOpts *opts, const PlotAttnPanel *panels, size_t n, 
     plot_page_title(&o, "Attention pattern (queries down, keys across)");
     double rel = T <= 24 ? 0.8 : T <= 48 ? 0.6 : 0.5, ex = plot_em_x(), ey = plot_em_y();
     double lab = (double)label_chars(tokens, T) * rel * 0.75 + 1.5;     /* label room, in characters */
-    double x0 = lab * ex, x1 = 1.0 - 9.0 * ex, B = lab * ey, top = plot_top(&o, 0) - 1.8 * ey;
+    double x0 = (lab + 2.2) * ex, x1 = 1.0 - 9.0 * ex, B = (lab + 1.6) * ey, top = plot_top(&o, 0) - 1.8 * ey;
     double gap = 3.0 * ex, pw = (x1 - x0 - gap * (double)(n - 1)) / (double)n;
     double side = fmin(pw * pg.width, (top - B) * pg.height);   /* square panels ... */
     double tall = fmin(1.3 * side, (top - B) * pg.height);      /* ... or up to 1.3 times taller where room */
@@ -160,6 +160,8 @@ int plot_attention(const PlotOpts *opts, const PlotAttnPanel *panels, size_t n, 
         rc = draw_grid(att_cell, &ud, T, T, 0.0, vmax, &pooled);
         plbox("bc", 0, 0, "bc", 0, 0);
         token_labels(tokens, T, k == 0, rel);
+        plmtex("b", lab + 0.4, 0.5, 0.5, "key token (attended to)");
+        if (k == 0) plmtex("l", lab + 1.0, 0.5, 0.5, "query token (attending)");
         char buf[256];
         plot_chr(0.9);
         plmtex("t", 0.6, 0.5, 0.5, plot_esc(buf, sizeof buf, panels[k].label ? panels[k].label : ""));
@@ -222,6 +224,17 @@ static void importance_layer(const PlotOpts *o, const PlotHeadImportance *d) {
     free(rk);
 }
 
+/* The layer number of each row on the left (rows top to bottom, every k-th past 32): a hybrid's
+ * attention layers are not contiguous, so the rows carry their own numbers. */
+static void row_layer_labels(const int *layers, size_t n) {
+    size_t step = n <= 32 ? 1 : (n + 31) / 32;
+    char buf[24];
+    for (size_t i = 0; i < n; i += step) {
+        snprintf(buf, sizeof buf, "%d", layers[i]);
+        plmtex("lv", 0.5, ((double)n - 0.5 - (double)i) / (double)n, 1.0, buf);
+    }
+}
+
 /* The several-layer figure: two grids, delta (diverging) and rank (sequential). */
 static int importance_grid(const PlotOpts *o, const PlotHeadImportance *d) {
     size_t Lr = d->n_layers, H = d->n_heads;
@@ -243,9 +256,10 @@ static int importance_grid(const PlotOpts *o, const PlotHeadImportance *d) {
         plwind(-0.5, (double)H - 0.5, y0 + (double)Lr - 0.5, y0 - 0.5);   /* ticks at the cells' centres */
         if (k == 0) plot_geom_data_area(false);
         double xs = fmax(1.0, plot_whole_step((double)H, 8)), ys = fmax(1.0, plot_whole_step((double)Lr, 8));
-        plbox("bcnst", xs, 0, "bcnstv", ys, 0);
+        plbox("bcnst", xs, 0, runs ? "bcnstv" : "bc", ys, 0);
+        if (!runs) row_layer_labels(d->layers, Lr);
         plmtex("b", 3.0, 0.5, 0.5, "head");
-        plmtex("l", 3.5, 0.5, 0.5, runs ? "layer" : "attention layer (in order)");
+        plmtex("l", 3.5, 0.5, 0.5, runs ? "layer" : "layer (its attention layers only)");
         char buf[128];
         plmtex("t", 1.2, 0.5, 0.5, k ? plot_esc(buf, sizeof buf, d->rank_name ? d->rank_name : "fused rank")
                                      : "#gDppl with the head removed");

@@ -28,6 +28,7 @@ static const unsigned char PALETTE[PC_N][3] = {
     [PC_PURPLE] = {204, 121, 167}, [PC_SKY] = {86, 180, 233},
     [PC_GREY] = {119, 119, 119}, [PC_LIGHT] = {221, 221, 221},
     [PC_YELLOW] = {240, 228, 66}, [PC_BAND] = {204, 227, 240},
+    [PC_GAP] = {239, 239, 239},
 };
 
 /* Installs PALETTE as cmap0 of the current stream (before plinit: sets the background too). */
@@ -726,22 +727,29 @@ static void log_label(double v, char *buf, size_t cap) {
     else snprintf(buf, cap, "%.2ge%d", m, k);
 }
 
-int plot_log_axis(double lo, double hi, double x0, double x1) {
+/* plot_log_axis / plot_log_xaxis: the ticks of lo..hi labelled on the left (bottom) axis, a light
+ * grid line at each across c0..c1, recorded as the y (x) ticks. */
+static int log_axis(double lo, double hi, double c0, double c1, bool xaxis) {
     double v[GEOM_TICKS];
     int n = plot_log_ticks(lo, hi, v, GEOM_TICKS);
     char buf[32];
     for (int i = 0; i < n; i++) {
-        double y = log10(v[i]);
+        double t = log10(v[i]);
         plcol0(PC_LIGHT);
-        pljoin(x0, y, x1, y);
+        if (xaxis) pljoin(t, c0, t, c1);
+        else pljoin(c0, t, c1, t);
         plcol0(PC_FG);
         log_label(v[i], buf, sizeof buf);
-        plmtex("lv", 0.5, (y - lo) / (hi - lo), 1.0, buf);
-        geom.yticks[i] = v[i];
+        if (xaxis) plmtex("b", 1.6, (t - lo) / (hi - lo), 0.5, buf);
+        else plmtex("lv", 0.5, (t - lo) / (hi - lo), 1.0, buf);
+        (xaxis ? geom.xticks : geom.yticks)[i] = v[i];
     }
-    geom.n_yticks = n;
+    *(xaxis ? &geom.n_xticks : &geom.n_yticks) = n;
     return n;
 }
+
+int plot_log_axis(double lo, double hi, double x0, double x1) { return log_axis(lo, hi, x0, x1, false); }
+int plot_log_xaxis(double lo, double hi, double y0, double y1) { return log_axis(lo, hi, y0, y1, true); }
 
 /* ================================================================ markers */
 

@@ -178,11 +178,14 @@ int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curve
     /* a log axis of up to 3 decades gets its labels and grid at round values (plot_log_axis) */
     double lt[GEOM_TICKS];
     bool own_log = opts->logy && plot_log_ticks(r[2], r[3], lt, GEOM_TICKS) > 0;
+    bool own_logx = opts->logx && plot_log_ticks(r[0], r[1], lt, GEOM_TICKS) > 0;
     plcol0(PC_LIGHT);
-    plbox(opts->logx ? "gl" : "g", xstep, xsub, own_log ? "" : opts->logy ? "gl" : "g", ystep, ysub);
+    plbox(own_logx ? "" : opts->logx ? "gl" : "g", xstep, xsub, own_log ? "" : opts->logy ? "gl" : "g", ystep, ysub);
     if (own_log) plot_log_axis(r[2], r[3], r[0], r[1]);
+    if (own_logx) plot_log_xaxis(r[0], r[1], r[2], r[3]);
     plcol0(PC_FG);
-    plbox(opts->logx ? "bcnstl" : "bcnst", xstep, xsub, own_log ? "bcstlv" : opts->logy ? "bcnstlv" : "bcnstv", ystep, ysub);
+    plbox(own_logx ? "bcstl" : opts->logx ? "bcnstl" : "bcnst", xstep, xsub, own_log ? "bcstlv" : opts->logy ? "bcnstlv" : "bcnstv",
+          ystep, ysub);
     plot_axis_labels(opts, "x", "y");
 
     double fs = plot_font_scale();

@@ -29,15 +29,18 @@ static int esd_ranges(const PlotEsd *e, double *xlo, double *xhi, double *ylo, d
     return AL_OK;
 }
 
+/* The bars' fill and edge; the legend's swatch is the fill. */
+enum { ESD_FILL = PC_SKY, ESD_EDGE = PC_BLUE };
+
 /* The bars: one filled box per nonempty bin, from the bottom of the axis. */
 static void esd_bars(const PlotEsd *e, double ylo) {
     for (size_t k = 0; k < e->nb; k++) {
         if (!(e->dens[k] > 0)) continue;
         PLFLT bx[4] = {log10(e->edges[k]), log10(e->edges[k]), log10(e->edges[k + 1]), log10(e->edges[k + 1])};
         PLFLT by[4] = {ylo, log10(e->dens[k]), log10(e->dens[k]), ylo};
-        plcol0(PC_BAND);
+        plcol0(ESD_FILL);
         plfill(4, bx, by);
-        plcol0(PC_BLUE);
+        plcol0(ESD_EDGE);
         plline(4, bx, by);
     }
 }
@@ -81,7 +84,7 @@ int plot_esd(const PlotOpts *opts_in, const PlotEsd *e) {
     snprintf(fit, sizeof fit, "power law α = %.3g", e->alpha);
     snprintf(mp, sizeof mp, "MP edge λ#d+#u = %.3g", e->mp_edge);
     snprintf(xm, sizeof xm, "xmin = %.3g", e->xmin);
-    PlotLegendItem items[4] = {{.label = "ESD (log bins)", .color = PC_BLUE, .kind = PL_ITEM_BOX}};
+    PlotLegendItem items[4] = {{.label = "ESD (log bins)", .color = ESD_FILL, .kind = PL_ITEM_BOX}};
     int ni = 1;
     if (isfinite(e->alpha)) {
         items[ni++] = (PlotLegendItem){.label = fit, .color = PC_VERMIL, .kind = PL_ITEM_LINE, .line_style = 1};
@@ -95,12 +98,17 @@ int plot_esd(const PlotOpts *opts_in, const PlotEsd *e) {
     plot_vpor_std(opts, plot_legend_rows(items, ni, plot_vpor_std_width(2.0), 0.8), 2.0);
     plwind(xlo, xhi, ylo, yhi);
     plot_geom_data_area(true);
+    /* axes of up to 3 decades get labels at round values (PLplot labels only the decades) */
+    double lt[GEOM_TICKS];
+    bool own_x = plot_log_ticks(xlo, xhi, lt, GEOM_TICKS) > 0, own_y = plot_log_ticks(ylo, yhi, lt, GEOM_TICKS) > 0;
     plcol0(PC_LIGHT);
-    plbox("gl", 0, 0, "gl", 0, 0);
+    plbox(own_x ? "" : "gl", 0, 0, own_y ? "" : "gl", 0, 0);
+    if (own_x) plot_log_xaxis(xlo, xhi, ylo, yhi);
+    if (own_y) plot_log_axis(ylo, yhi, xlo, xhi);
     esd_bars(e, ylo);
     esd_marks(e, ylo, yhi);
     plcol0(PC_FG);
-    plbox("bcnstl", 0, 0, "bcnstlv", 0, 0);
+    plbox(own_x ? "bcstl" : "bcnstl", 0, 0, own_y ? "bcstlv" : "bcnstlv", 0, 0);
     plot_axis_labels(opts, "eigenvalue λ of WᵀW / N (log scale)", "density (log scale)");
     plot_legend(items, ni, 0.8);
     return plot_page_close(&pg);

@@ -23,7 +23,8 @@ enum {
     PC_LIGHT = 9,     /* #DDDDDD: grid lines, bands */
     PC_YELLOW = 10,   /* #F0E442: only as a fill, never as a line on white */
     PC_BAND = 11,     /* #CCE3F0: light blue shading */
-    PC_N = 12
+    PC_GAP = 12,      /* #EFEFEF: a gap in the data (a hybrid's layers without attention) */
+    PC_N = 13
 };
 
 /* The colour of curve i in a multi-curve figure (cycles through the 7 line colours). */
@@ -160,6 +161,9 @@ int plot_log_ticks(double lo, double hi, double *vals, int cap);
 /* Labels those ticks on the left axis (numbers as %g) with light grid lines at each, and records
  * them as the y ticks. Returns how many were drawn (0: PLplot's own labels are to be used). */
 int plot_log_axis(double lo, double hi, double x0, double x1);
+/* The same on the bottom axis (x window lo..hi in log10 units, grid lines across y0..y1), recorded
+ * as the x ticks. */
+int plot_log_xaxis(double lo, double hi, double y0, double y1);
 
 /* Marker glyphs for series that must stay apart when they overlap: 0 a dot, then square,
  * triangle, diamond, ... (cycles). */

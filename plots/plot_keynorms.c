@@ -72,7 +72,7 @@ int plot_key_norms(const PlotOpts *opts_in, const PlotKeyNorms *variants, size_t
             ymax = fmax(ymax, fmax(variants[k].re[i], variants[k].im[i]));
         }
     }
-    ymax = ymax > 0 ? 1.05 * ymax : 1.0;
+    ymax = ymax > 0 ? 1.2 * ymax : 1.0;     /* headroom: the head labels sit above the lines */
     double *x = al_malloc3(n_pairs, 1, sizeof(double), "key norm points");
     if (!x) return AL_ERR;
     for (size_t i = 0; i < n_pairs; i++) x[i] = (double)i;
@@ -92,11 +92,7 @@ int plot_key_norms(const PlotOpts *opts_in, const PlotKeyNorms *variants, size_t
     double xr[4] = {-0.5, (double)n_pairs - 0.5, 0, 1};
     if (plot_view_range(opts, xr)) { free(x); plot_page_close(&pg); return AL_ERR; }
     double x0 = xr[0], x1 = xr[1];
-    char yl[2][160], esc[2][320];
-    if (plot_ylabel(opts)) {    /* the user's y label names both halves */
-        snprintf(yl[0], sizeof yl[0], "%s (Re)", plot_ylabel(opts));
-        snprintf(yl[1], sizeof yl[1], "%s (Im)", plot_ylabel(opts));
-    }
+    char esc[320];
 
     /* Top: real halves, growing upward. */
     plvpor(L, R, mid + gap, T);
@@ -104,7 +100,8 @@ int plot_key_norms(const PlotOpts *opts_in, const PlotKeyNorms *variants, size_t
     draw_half(variants, n_variants, n_pairs, pairs_per_head, ymax, false, x);
     plcol0(PC_FG);
     plbox("bcst", 0, 0, "bcnstv", 0, 0);
-    plmtex("l", 4.2, 0.5, 0.5, plot_ylabel(opts) ? plot_esc(esc[0], sizeof esc[0], yl[0]) : "Re-dim norm");
+    if (!plot_ylabel(opts)) plmtex("l", 4.2, 0.5, 0.5, "Re-dim norm");
+    plmtex("r", 1.0, 0.5, 0.5, "real");
     head_labels(n_pairs, pairs_per_head, x0, x1);
 
     plot_legend(items, (int)n_variants, 0.9);
@@ -115,9 +112,14 @@ int plot_key_norms(const PlotOpts *opts_in, const PlotKeyNorms *variants, size_t
     draw_half(variants, n_variants, n_pairs, pairs_per_head, ymax, true, x);
     plcol0(PC_FG);
     plbox("bcnst", 0, 0, "bcnstv", 0, 0);
-    plmtex("l", 4.2, 0.5, 0.5, plot_ylabel(opts) ? plot_esc(esc[1], sizeof esc[1], yl[1]) : "Im-dim norm");
+    if (!plot_ylabel(opts)) plmtex("l", 4.2, 0.5, 0.5, "Im-dim norm");
+    plmtex("r", 1.0, 0.5, 0.5, "imaginary");
     plmtex("b", 3.0, 0.5, 0.5, plot_xlabel(opts) ? plot_esc(labels[0], sizeof labels[0], plot_xlabel(opts))
                                                  : "key dimension (RoPE pair index, all KV heads)");
+    if (plot_ylabel(opts)) {    /* one label over both panels: it names both halves */
+        plvpor(L, R, B, T);
+        plmtex("l", 4.2, 0.5, 0.5, plot_esc(esc, sizeof esc, plot_ylabel(opts)));
+    }
     free(x);
     return plot_page_close(&pg);
 }

@@ -99,20 +99,23 @@ static void legend_items(const PlotRanksInfo *info, char lab[3][96], PlotLegendI
 
 /* x label "heads, sorted by fused VO rank" (or "head" in head order) into buf. */
 static const char *xlabel_sorted(const PlotRanksInfo *info, char *buf, size_t cap) {
-    if (info->by_head) snprintf(buf, cap, "head");
+    if (info->by_head) snprintf(buf, cap, "head id");
     else snprintf(buf, cap, "heads, sorted by fused %s rank", info->name_fused ? info->name_fused : "");
     return buf;
 }
 
-/* Head ids under the x axis of a one-layer plot sorted by rank (window x0..x1): every position
- * up to 48 heads, else every k-th, so a named head can be found. */
-static void head_id_labels(const size_t *ids, size_t n, double x0, double x1, double rel) {
-    size_t step = n <= 48 ? 1 : (size_t)plot_nice_step((double)n, 24);
+/* Head ids under the x axis of a figure sorted by rank (window x0..x1, position k at x = x_first
+ * + k): every step-th position, so a named head can be found. Records them in plot_geom when it
+ * holds none yet (a grid's first panel). */
+static void head_id_labels(const size_t *ids, size_t n, double x0, double x1, double x_first, size_t step, double rel) {
     char buf[24];
+    PlotGeom *g = plot_geom();
+    bool rec = g->n_xticks == 0;
     plot_chr(rel);
     for (size_t k = 0; k < n; k += step) {
         snprintf(buf, sizeof buf, "%zu", ids[k]);
-        plmtex("b", 1.3, ((double)(k + 1) - x0) / (x1 - x0), 0.5, buf);
+        plmtex("b", 1.3, (x_first + (double)k - x0) / (x1 - x0), 0.5, buf);
+        if (rec && g->n_xticks < GEOM_TICKS) g->xticks[g->n_xticks++] = (double)ids[k];
     }
     plot_chr(1.0);
 }
@@ -177,7 +180,8 @@ int plot_ranks(const PlotOpts *opts_in, const PlotRanksInfo *info, const PlotLay
         plwind(1.0 - pad, (double)n + pad, yr[2], yr[3]);
     } else {
         plbox("bcst", n <= 48 ? 1.0 : xs, n <= 48 ? 1 : 2, "bcnstv", ys, 2);
-        head_id_labels(ids, n, 1.0 - pad, (double)n + pad, n > 24 ? 0.7 : 0.85);
+        head_id_labels(ids, n, 1.0 - pad, (double)n + pad, 1.0, n <= 48 ? 1 : (size_t)plot_nice_step((double)n, 24),
+                       n > 24 ? 0.7 : 0.85);
     }
     char xlh[128];
     snprintf(xlh, sizeof xlh, "%s%s", xlabel_sorted(info, xl, sizeof xl), info->by_head ? "" : " (labels: head ids)");
@@ -191,10 +195,10 @@ int plot_ranks(const PlotOpts *opts_in, const PlotRanksInfo *info, const PlotLay
 
 /* ================================================================ grid */
 
-/* Numbers under a grid panel's x axis (0-based head positions 0..n-1, as head ids are
- * everywhere): 0, the interior ticks and the last head, each centred on its tick (the panel's
- * padding keeps neighbouring panels' labels apart). Records them in plot_geom when it holds none
- * yet (the first bottom panel). */
+/* Numbers under a grid panel's x axis in head order (0-based positions 0..n-1 are the head ids):
+ * 0, the interior ticks and the last head, each centred on its tick (the panel's padding keeps
+ * neighbouring panels' labels apart). Records them in plot_geom when it holds none yet (the
+ * first bottom panel). */
 static void panel_xlabels(size_t n, double x0, double x1, double step) {
     char buf[32];
     PlotGeom *g = plot_geom();
@@ -210,6 +214,14 @@ static void panel_xlabels(size_t n, double x0, double x1, double step) {
     if (rec && g->n_xticks < GEOM_TICKS) g->xticks[g->n_xticks++] = last;
 }
 
+/* The step of the head ids under a grid panel pw wide (page fraction) at text size rel: the
+ * smallest that lets n numbers stand apart, so "layer L, head H" can be read off each panel. */
+static size_t panel_id_step(size_t n, double pw, double rel) {
+    int digits = n > 1000 ? 4 : n > 100 ? 3 : n > 10 ? 2 : 1;
+    double fit = pw / (plot_em_x() * rel * (0.75 * digits + 1.0));      /* numbers side by side */
+    return fit >= (double)n ? 1 : (size_t)ceil((double)n / fmax(fit, 1.0));
+}
+
 /* Columns of the grid for n panels (8 at most, so 61 layers make 8 x 8). */
 static int grid_cols(size_t n) {
     if (n <= 4) return (int)n;
@@ -219,16 +231,93 @@ static int grid_cols(size_t n) {
     return 8;
 }
 
+/* Where the grid's panels go (page fractions): left, bottom edges and sizes, the gaps between them. */
+typedef struct {
+    int cols, rows;
+    double L, T, pw, ph, gx, gy;
+    double small;              /* text size of the panels' ticks and labels */
+} GridLayout;
+
+/* The grid's layout under the title and the one-row legend; sorted panels leave room under
+ * each for its head ids. */
+static GridLayout grid_layout(const PlotOpts *o, size_t n_layers, bool sorted) {
+    GridLayout g = {.cols = grid_cols(n_layers)};
+    g.rows = (int)((n_layers + (size_t)g.cols - 1) / (size_t)g.cols);
+    /* Margins in character heights: title and legend above, tick labels and the axis label
+     * below and left; gy leaves room for the panel label "L12" (and a row of ids under the panel above). */
+    const double ey = plot_em_y(), ex = plot_em_x(), R = 1.0 - 1.2 * ex, B = 4.2 * ey;
+    g.small = g.rows > 4 ? 0.78 : 0.85;
+    g.L = 5.2 * ex;
+    g.T = plot_top(o, 1) - 1.4 * ey;
+    g.gx = 0.7 * ex;
+    g.gy = (sorted ? 2.1 + 1.2 * g.small : 2.1) * ey;
+    g.pw = (R - g.L - g.gx * (g.cols - 1)) / g.cols;
+    g.ph = (g.T - B - g.gy * (g.rows - 1)) / g.rows;
+    return g;
+}
+
+/* One panel of the grid: layer l's ranks at panel i (pts, ids: scratch of 4 and 1 per head). */
+static int grid_panel(const GridLayout *g, const PlotRanksInfo *info, const PlotLayerRanks *l, size_t i,
+                      size_t n_layers, const double yr[4], double *pts, size_t *ids) {
+    int r = (int)(i / (size_t)g->cols), c = (int)(i % (size_t)g->cols);
+    double x0 = g->L + c * (g->pw + g->gx), y1 = g->T - r * (g->ph + g->gy);
+    bool bottom = i + (size_t)g->cols >= n_layers;    /* no panel below this one */
+    size_t n = l->n_heads;
+    if (layer_points(l, info->head_dim, info->by_head, pts, ids)) return AL_ERR;
+    for (size_t k = 0; k < n; k++) pts[k] -= 1.0;     /* x: 0-based positions (head ids in head order) */
+    plvpor(x0, x0 + g->pw, y1 - g->ph, y1);
+    double pad = 0.01 * (double)n + 0.5, w0 = -pad, w1 = (double)n - 1.0 + pad;
+    plwind(w0, w1, yr[2], yr[3]);
+    plot_chr(g->small);
+    plsmaj(0.0, 0.5);
+    plsmin(0.0, 0.5);
+    double ystep = rank_step(info->head_dim, true), xstep = head_step(n, true);
+    plcol0(PC_LIGHT);
+    plbox("", 0, 0, "g", ystep, 1);
+    plcol0(PC_FG);
+    plbox(info->by_head ? "bcst" : "bc", xstep, 2, c == 0 ? "bcnstv" : "bcst", ystep, 2);
+    if (!info->by_head) head_id_labels(ids, n, w0, w1, 0.0, panel_id_step(n, g->pw, 0.85 * g->small), 0.85 * g->small);
+    else if (bottom) panel_xlabels(n, w0, w1, xstep);
+    plot_chr(g->small);
+    char pl[32];
+    snprintf(pl, sizeof pl, "L%d", l->layer);
+    plmtex("t", 0.6, 0.0, 0.0, pl);
+    draw_layer(pts, n, g->rows > 4 ? 0.22 : 0.4);
+    return AL_OK;
+}
+
+/* The grid's shared axis labels and legend, over the whole panel area. */
+static void grid_labels(const PlotOpts *o, const GridLayout *g, const PlotRanksInfo *info) {
+    char xl[192], yl[128], lab[3][96];
+    PlotLegendItem items[3];
+    legend_items(info, lab, items);
+    const double ey = plot_em_y(), B = 4.2 * ey, R = 1.0 - 1.2 * plot_em_x();
+    plvpor(g->L, R, B, g->T);
+    plwind(0, 1, 0, 1);
+    plot_chr(1.0);
+    plcol0(PC_FG);
+    if (plot_xlabel(o)) plot_esc(xl, sizeof xl, plot_xlabel(o));
+    else {
+        xlabel_sorted(info, yl, sizeof yl);
+        snprintf(xl, sizeof xl, "%s%s", yl, info->by_head ? "" : " (numbers under each panel: head ids)");
+    }
+    plmtex("b", 2.8, 0.5, 0.5, xl);
+    plmtex("l", 3.6, 0.5, 0.5, plot_ylabel(o) ? plot_esc(yl, sizeof yl, plot_ylabel(o)) : ylabel_rank(info, yl, sizeof yl));
+    plvpor(g->L, R, B, g->T + 1.3 * ey);
+    plot_legend(items, 3, 0.8);
+}
+
 int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
                     const PlotLayerRanks *layers, size_t n_layers) {
     size_t max_heads;
     if (check_layers(info, layers, n_layers, "grid", &max_heads)) return AL_ERR;
     double *pts = al_malloc3(max_heads, 4, sizeof(double), "rank grid points");
-    if (!pts) return AL_ERR;
+    size_t *ids = al_malloc3(max_heads, 1, sizeof(size_t), "rank grid head ids");
+    if (!pts || !ids) { free(pts); free(ids); return AL_ERR; }
 
     PlotOpts o;
     double yr[4] = {0, 1, 0.0, 1.04 * info->head_dim};
-    if (plot_view(opts, &o, PV_YRANGE, "plot ranks grid") || plot_view_range(&o, yr)) { free(pts); return AL_ERR; }
+    if (plot_view(opts, &o, PV_YRANGE, "plot ranks grid") || plot_view_range(&o, yr)) { free(pts); free(ids); return AL_ERR; }
     PlotPage pg;
     /* The page from the panel count: 1000 x 700 up to 16 panels, then about 180 x 140 per panel
      * (61 layers, 8 x 8: 1560 x 1320), so panels keep a readable size. */
@@ -237,64 +326,21 @@ int plot_ranks_grid(const PlotOpts *opts, const PlotRanksInfo *info,
     int dw = n_layers > 16 ? 120 + 180 * cols : PLOT_DEFAULT_WIDTH, dh = n_layers > 16 ? 200 + 140 * rows : PLOT_DEFAULT_HEIGHT;
     if (dw < PLOT_DEFAULT_WIDTH) dw = PLOT_DEFAULT_WIDTH;
     if (dh < PLOT_DEFAULT_HEIGHT) dh = PLOT_DEFAULT_HEIGHT;
-    if (plot_page_open_design(&o, &pg, dw, dh)) {
-        free(pts);
-        return AL_ERR;
-    }
-    char title[256], model[96], xl[96], yl[96], lab[3][96];
+    if (!o.subtitle) o.subtitle = info->layers_note;
+    if (plot_page_open_design(&o, &pg, dw, dh)) { free(pts); free(ids); return AL_ERR; }
+    char title[256], model[96];
     snprintf(title, sizeof title, "%s: %s, %s and fused %s effective ranks per layer (τ = %g)",
              plot_esc(model, sizeof model, info->model ? info->model : "model"),
              info->name_a, info->name_b, info->name_fused, info->tau);
     plot_page_title(&o, title);
-
-    /* Margins in character heights: title and legend above, tick labels and the axis label
-     * below and left; gy leaves room for the panel label "L12". */
-    const double ey = plot_em_y(), ex = plot_em_x();
-    const double L = 5.2 * ex, R = 1.0 - 1.2 * ex, B = 4.2 * ey, T = plot_top(&o, 1) - 1.4 * ey;
-    PlotLegendItem items[3];
-    legend_items(info, lab, items);
-    const double gx = 0.7 * ex, gy = 2.1 * ey;      /* gy: the panel label and a gap above it */
-    double pw = (R - L - gx * (cols - 1)) / cols, ph = (T - B - gy * (rows - 1)) / rows;
-    double small = rows > 4 ? 0.78 : 0.85;
+    GridLayout g = grid_layout(&o, n_layers, !info->by_head);
     int rc = AL_OK;
-    for (size_t i = 0; i < n_layers && !rc; i++) {
-        const PlotLayerRanks *l = &layers[i];
-        int r = (int)(i / (size_t)cols), c = (int)(i % (size_t)cols);
-        double x0 = L + c * (pw + gx), y1 = T - r * (ph + gy);
-        bool bottom = i + (size_t)cols >= n_layers;    /* no panel below this one */
-        rc = layer_points(l, info->head_dim, info->by_head, pts, NULL);
-        if (rc) break;
-        for (size_t k = 0; k < l->n_heads; k++) pts[k] -= 1.0;     /* x: 0-based head positions */
-        plvpor(x0, x0 + pw, y1 - ph, y1);
-        double pad = 0.01 * (double)l->n_heads + 0.5;
-        plwind(-pad, (double)l->n_heads - 1.0 + pad, yr[2], yr[3]);
-        plot_chr(small);
-        plsmaj(0.0, 0.5);
-        plsmin(0.0, 0.5);
-        double ystep = rank_step(info->head_dim, true), xstep = head_step(l->n_heads, true);
-        plcol0(PC_LIGHT);
-        plbox("", 0, 0, "g", ystep, 1);
-        plcol0(PC_FG);
-        plbox("bcst", xstep, 2, c == 0 ? "bcnstv" : "bcst", ystep, 2);
-        if (bottom) panel_xlabels(l->n_heads, -pad, (double)l->n_heads - 1.0 + pad, xstep);
-        char pl[32];
-        snprintf(pl, sizeof pl, "L%d", l->layer);
-        plmtex("t", 0.6, 0.0, 0.0, pl);
-        draw_layer(pts, l->n_heads, rows > 4 ? 0.22 : 0.4);
-    }
+    for (size_t i = 0; i < n_layers && !rc; i++) rc = grid_panel(&g, info, &layers[i], i, n_layers, yr, pts, ids);
     plsmaj(0.0, 1.0);
     plsmin(0.0, 1.0);
-    if (!rc) {
-        plvpor(L, R, B, T);
-        plwind(0, 1, 0, 1);
-        plot_chr(1.0);
-        plcol0(PC_FG);
-        plmtex("b", 2.8, 0.5, 0.5, plot_xlabel(&o) ? plot_esc(xl, sizeof xl, plot_xlabel(&o)) : xlabel_sorted(info, xl, sizeof xl));
-        plmtex("l", 3.6, 0.5, 0.5, plot_ylabel(&o) ? plot_esc(yl, sizeof yl, plot_ylabel(&o)) : ylabel_rank(info, yl, sizeof yl));
-        plvpor(L, R, B, T + 1.3 * ey);
-        plot_legend(items, 3, 0.8);
-    }
+    if (!rc) grid_labels(&o, &g, info);
     free(pts);
+    free(ids);
     int rc2 = plot_page_close(&pg);
     return rc ? rc : rc2;
 }
@@ -325,79 +371,164 @@ static int layer_stats(const PlotLayerRanks *layers, size_t n_layers, size_t max
     return AL_OK;
 }
 
+/* One past the end of the run of adjacent layers x[i], x[i] + 1, ... that starts at i. */
+static size_t layer_run_end(const double *x, size_t n, size_t i) {
+    size_t j = i + 1;
+    while (j < n && x[j] == x[j - 1] + 1.0) j++;
+    return j;
+}
+
+/* Runs of adjacent layers among the n (ascending) layers x: 1 when none is missing in between. */
+static size_t layer_runs(const double *x, size_t n) {
+    size_t runs = 0;
+    for (size_t i = 0; i < n; i = layer_run_end(x, n, i)) runs++;
+    return runs;
+}
+
+/* Shades the layers of lo..hi missing from the n drawn ones x (a hybrid's layers without
+ * attention: between two drawn layers, or before the first and after the last), full height y0..y1. */
+static void bylayer_gaps(const double *x, size_t n, double lo, double hi, double y0, double y1) {
+    plcol0(PC_GAP);
+    for (size_t i = 0; i <= n; i++) {
+        double a = (i ? x[i - 1] : lo - 1.0) + 0.5, b = (i < n ? x[i] : hi + 1.0) - 0.5;
+        if (b <= a) continue;
+        double bx[4] = {a, a, b, b}, by[4] = {y0, y1, y1, y0};
+        plfill(4, bx, by);
+    }
+}
+
+/* The min..max band over each run of adjacent layers: a polygon along max forward and min
+ * backward; a layer with no drawn neighbour, a bar 0.4 layers wide. Nothing spans a gap. */
+static void bylayer_band(const double *x, const double *mn, const double *mx, size_t n) {
+    double *px = al_malloc3(n, 4, sizeof(double), "rank band");
+    if (!px) return;
+    plcol0(PC_BAND);
+    for (size_t i = 0, j; i < n; i = j) {
+        j = layer_run_end(x, n, i);
+        size_t m = j - i;
+        double *py = px + 2 * m;
+        if (m == 1) {
+            double bx[4] = {x[i] - 0.2, x[i] - 0.2, x[i] + 0.2, x[i] + 0.2}, by[4] = {mn[i], mx[i], mx[i], mn[i]};
+            plfill(4, bx, by);
+            continue;
+        }
+        for (size_t k = 0; k < m; k++) {
+            px[k] = x[i + k]; py[k] = mx[i + k];
+            px[2 * m - 1 - k] = x[i + k]; py[2 * m - 1 - k] = mn[i + k];
+        }
+        plfill((PLINT)(2 * m), px, py);
+    }
+    free(px);
+}
+
+/* The max, median and min lines (each joining adjacent layers only) and their dots. Max widest
+ * and drawn first, min narrowest on top: where the three coincide (a layer whose heads all have
+ * one rank) they show as nested stripes instead of one line. */
+static void bylayer_lines(const double *v, size_t n) {
+    const double *x = v;
+    double fs = plot_font_scale(), dot = n > 64 ? 0.45 : 0.7;
+    const struct { const double *y; PLINT col; double w, d; } s[3] = {
+        {v + 3 * n, PC_VERMIL, 4.5, 1.35}, {v + 2 * n, PC_BLUE, 3.0, 1.0}, {v + n, PC_GREEN, 1.6, 0.6}};
+    for (int k = 0; k < 3; k++) {
+        plcol0(s[k].col);
+        plwidth(s[k].w * fs);
+        for (size_t i = 0, j; i < n; i = j) {
+            j = layer_run_end(x, n, i);
+            if (j - i > 1) plline((PLINT)(j - i), x + i, s[k].y + i);
+        }
+        plot_dots(n, x, s[k].y, dot * s[k].d);
+    }
+    plwidth(fs);
+}
+
+/* The data window of the by-layer figure (x: the layers with half a layer's room, y: 0..ytop)
+ * with the view's ranges applied, and its grid. */
+static int bylayer_axes(const PlotOpts *opts, const PlotRanksInfo *info, const double *x, size_t n, double ytop,
+                        double r[4], double st[2], PLINT sub[2]) {
+    bool normalize = info->normalize;
+    int head_dim = info->head_dim;
+    double lo = info->has_span ? info->span[0] : x[0], hi = info->has_span ? info->span[1] : x[0];
+    for (size_t i = 0; i < n; i++) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
+    double pad = fmax(0.5, 0.01 * (hi - lo));
+    r[0] = lo - pad; r[1] = hi + pad; r[2] = 0.0; r[3] = 1.04 * ytop;
+    if (plot_view_range(opts, r)) return AL_ERR;
+    plwind(r[0], r[1], r[2], r[3]);
+    plot_geom_data_area(false);
+    /* layers and ranks are whole numbers: whole steps, minor ticks at every whole number below 10 */
+    st[0] = plot_whole_step(r[1] - r[0], 8);
+    st[1] = normalize ? 0.2 : rank_step(head_dim, false);
+    sub[0] = st[0] <= 10 ? (PLINT)st[0] : 0;
+    sub[1] = normalize ? 2 : st[1] <= 10 ? (PLINT)st[1] : 0;
+    return AL_OK;
+}
+
 int plot_ranks_by_layer(const PlotOpts *opts_in, const PlotRanksInfo *info,
                         const PlotLayerRanks *layers, size_t n_layers) {
     size_t max_heads;
     if (check_layers(info, layers, n_layers, "by layer", &max_heads)) return AL_ERR;
     PlotOpts ov;
     if (plot_view(opts_in, &ov, PV_XRANGE | PV_YRANGE, "plot ranks-by-layer")) return AL_ERR;
-    const PlotOpts *opts = &ov;
-    double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");
+    double *v = al_malloc3(n_layers, 4, sizeof(double), "rank-by-layer points");      /* x, min, median, max */
     if (!v || layer_stats(layers, n_layers, max_heads, info->head_dim, v)) { free(v); return AL_ERR; }
-    double *x = v, *mn = v + n_layers, *md = v + 2 * n_layers, *mx = v + 3 * n_layers;
     for (size_t i = n_layers; info->normalize && i < 4 * n_layers; i++) v[i] /= info->head_dim;
     double ytop = info->normalize ? 1.0 : info->head_dim;
 
     PlotPage pg;
-    if (plot_page_open(opts, &pg)) { free(v); return AL_ERR; }
+    if (plot_page_open(&ov, &pg)) { free(v); return AL_ERR; }
     char title[256], model[96], yl[96];
     snprintf(title, sizeof title, "%s: fused %s effective rank by layer (τ = %g)",
              plot_esc(model, sizeof model, info->model ? info->model : "model"), info->name_fused, info->tau);
-    PlotOpts o = *opts;
-    if (!o.subtitle) o.subtitle = "max over heads = the uniform rank a per-layer truncation keeps";
+    PlotOpts o = ov;
+    char subtitle[512];
+    snprintf(subtitle, sizeof subtitle, "%s%smax over heads = the uniform rank a per-layer truncation keeps",
+             info->layers_note ? info->layers_note : "", info->layers_note ? "; " : "");
+    if (!o.subtitle) o.subtitle = subtitle;
     plot_page_title(&o, title);
-    PlotLegendItem items[4] = {
+    PlotLegendItem items[5] = {
         {"max over heads", PC_VERMIL, PL_ITEM_LINE_DOT, 1, NULL},
         {"median", PC_BLUE, PL_ITEM_LINE_DOT, 1, NULL},
         {"min", PC_GREEN, PL_ITEM_LINE_DOT, 1, NULL},
         {"min–max band", PC_BAND, PL_ITEM_BOX, 1, NULL},
+        {"no attention heads", PC_GAP, PL_ITEM_BOX, 1, NULL},
     };
-    plot_vpor_std(&o, plot_legend_rows(items, 4, plot_vpor_std_width(2.0), 0.9), 2.0);
-    double lo = x[0], hi = x[0];
-    for (size_t i = 0; i < n_layers; i++) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
-    double pad = fmax(0.5, 0.01 * (hi - lo)), r[4] = {lo - pad, hi + pad, 0.0, 1.04 * ytop};
-    if (plot_view_range(opts, r)) { free(v); plot_page_close(&pg); return AL_ERR; }
-    plwind(r[0], r[1], r[2], r[3]);
-    plot_geom_data_area(false);
-    /* layers and ranks are whole numbers: whole steps, minor ticks at every whole number below 10 */
-    double xs = plot_whole_step(r[1] - r[0], 8), ys = info->normalize ? 0.2 : rank_step(info->head_dim, false);
-    PLINT xsub = xs <= 10 ? (PLINT)xs : 0, ysub = info->normalize ? 2 : ys <= 10 ? (PLINT)ys : 0;
+    double span_lo = info->has_span ? info->span[0] : v[0], span_hi = info->has_span ? info->span[1] : v[n_layers - 1];
+    bool gaps = info->shade_gaps && (layer_runs(v, n_layers) > 1 || span_lo < v[0] || span_hi > v[n_layers - 1]);
+    int ni = gaps ? 5 : 4;
+    plot_vpor_std(&o, plot_legend_rows(items, ni, plot_vpor_std_width(2.0), 0.9), 2.0);
+    double r[4], st[2];
+    PLINT sub[2];
+    if (bylayer_axes(&ov, info, v, n_layers, ytop, r, st, sub)) {
+        free(v);
+        plot_page_close(&pg);
+        return AL_ERR;
+    }
+    if (gaps) bylayer_gaps(v, n_layers, span_lo, span_hi, r[2], r[3]);
     plcol0(PC_LIGHT);
-    plbox("g", xs, xsub, "g", ys, ysub);
-
-    /* min..max band: the polygon along max forward and min backward. */
-    double *px = al_malloc3(n_layers, 4, sizeof(double), "rank band");
-    if (px && n_layers > 1) {
-        double *py = px + 2 * n_layers;
-        for (size_t i = 0; i < n_layers; i++) {
-            px[i] = x[i]; py[i] = mx[i];
-            px[2 * n_layers - 1 - i] = x[i]; py[2 * n_layers - 1 - i] = mn[i];
-        }
-        plcol0(PC_BAND);
-        plfill((PLINT)(2 * n_layers), px, py);
-    }
-    free(px);
+    plbox("g", st[0], sub[0], "g", st[1], sub[1]);
+    bylayer_band(v, v + n_layers, v + 3 * n_layers, n_layers);
     plcol0(PC_FG);
-    plbox("bcnst", xs, xsub, "bcnstv", ys, ysub);
-    plot_axis_labels(opts, "layer", ylabel_rank(info, yl, sizeof yl));
-    double fs = plot_font_scale(), dot = n_layers > 64 ? 0.45 : 0.7;
-    /* Max widest and drawn first, min narrowest on top: where the three coincide (a layer
-     * whose heads all have one rank) they show as nested stripes instead of one line. */
-    const struct { double *y; PLINT col; double w, d; } s[3] = {
-        {mx, PC_VERMIL, 4.5, 1.35}, {md, PC_BLUE, 3.0, 1.0}, {mn, PC_GREEN, 1.6, 0.6}};
-    for (int k = 0; k < 3; k++) {
-        plcol0(s[k].col);
-        plwidth(s[k].w * fs);
-        plline((PLINT)n_layers, x, s[k].y);
-        plot_dots(n_layers, x, s[k].y, dot * s[k].d);
-    }
-    plwidth(fs);
-    plot_legend(items, 4, 0.9);
+    plbox("bcnst", st[0], sub[0], "bcnstv", st[1], sub[1]);
+    plot_axis_labels(&ov, "layer", ylabel_rank(info, yl, sizeof yl));
+    bylayer_lines(v, n_layers);
+    plot_legend(items, ni, 0.9);
     free(v);
     return plot_page_close(&pg);
 }
 
 /* ================================================================ several models */
+
+/* The n points (x, y) with a break (y NaN, half-way) wherever layers are missing between two
+ * (a hybrid's layers without attention), so a curve never joins across them: into xb, yb (2 n
+ * each); how many points that makes. */
+static size_t with_breaks(const double *x, const double *y, size_t n, double *xb, double *yb) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i && x[i] - x[i - 1] > 1.0) { xb[m] = 0.5 * (x[i] + x[i - 1]); yb[m++] = NAN; }
+        xb[m] = x[i];
+        yb[m++] = y[i];
+    }
+    return m;
+}
 
 int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, const PlotRanksModel *models,
                                size_t n_models, plot_rank_stat stat) {
@@ -413,13 +544,15 @@ int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, 
         mi.head_dim = m->head_dim;
         size_t max_heads;
         rc = check_layers(&mi, m->layers, m->n_layers, "by layer", &max_heads);
-        if (!rc && !(v[k] = al_malloc3(m->n_layers, 4, sizeof(double), "rank-by-layer points"))) rc = AL_ERR;
+        /* x, min, median, max; then x and y with the breaks (2 n each) */
+        if (!rc && !(v[k] = al_malloc3(m->n_layers, 8, sizeof(double), "rank-by-layer points"))) rc = AL_ERR;
         if (!rc) rc = layer_stats(m->layers, m->n_layers, max_heads, m->head_dim, v[k]);
         if (rc) break;
         snprintf(lab[k], sizeof lab[k], "%s (head dim %d)", m->model ? m->model : "model", m->head_dim);
-        double *y = v[k] + (size_t)(stat + 1) * m->n_layers;
+        double *y = v[k] + (size_t)(stat + 1) * m->n_layers, *xb = v[k] + 4 * m->n_layers, *yb = xb + 2 * m->n_layers;
         for (size_t i = 0; info->normalize && i < m->n_layers; i++) y[i] /= m->head_dim;
-        c[k] = (PlotCurve){.label = lab[k], .x = v[k], .y = y, .n = m->n_layers, .points = true,
+        size_t nb = with_breaks(v[k], y, m->n_layers, xb, yb);
+        c[k] = (PlotCurve){.label = lab[k], .x = xb, .y = yb, .n = nb, .points = true,
                            .marker = (int)k, .dash = 1 + (int)(k % 8),
                            .width = 2.2 + 1.6 * (double)(n_models - 1 - k) / (double)(n_models > 1 ? n_models - 1 : 1)};
     }
@@ -429,7 +562,11 @@ int plot_ranks_by_layer_models(const PlotOpts *opts, const PlotRanksInfo *info, 
                  stat_name[stat], info->tau);
         PlotOpts o = *opts;
         if (!o.title) o.title = title;
-        if (!o.subtitle && stat == PLOT_RANK_MAX) o.subtitle = "max over heads = the uniform rank a per-layer truncation keeps";
+        char sub[640];
+        snprintf(sub, sizeof sub, "%s%s%s", info->layers_note ? info->layers_note : "",
+                 info->layers_note && stat == PLOT_RANK_MAX ? "; " : "",
+                 stat == PLOT_RANK_MAX ? "max over heads = the uniform rank a per-layer truncation keeps" : "");
+        if (!o.subtitle && sub[0]) o.subtitle = sub;
         if (!o.xlabel) o.xlabel = "layer";
         if (!o.ylabel) o.ylabel = ylabel_rank(info, yl, sizeof yl);
         o.x_whole = true;

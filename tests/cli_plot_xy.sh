@@ -105,7 +105,8 @@ has "$(joined esd0.svg)" "|10|-1|" && fail "esd0 already spans 0.1 (the xrange c
 # figures that place their own labels (the rank grid, key norms) take the label overrides too
 out=$(e "load demo-llama; plot vo-ranks all xlabel 'heads HX' ylabel 'rank RY' yrange 0:20 to $T/g.svg; plot key-norms xrange 0:40 xlabel 'pair PX' ylabel 'norm' to $T/kn.svg")
 has_label g.svg "heads HX" && has_label g.svg "rank RY" || fail "rank grid label overrides: [$out] [$(joined g.svg)]"
-has_label kn.svg "pair PX" && has_label kn.svg "norm (Re)" && has_label kn.svg "norm (Im)" || fail "key-norms label overrides: [$out]"
+# key norms: the y label once, over both panels (each panel says real / imaginary on its right)
+has_label kn.svg "pair PX" && has_label kn.svg "norm" && has_label kn.svg "real" && has_label kn.svg "imaginary" || fail "key-norms label overrides: [$out]"
 has_label kn.svg "40" || fail "key-norms xrange 0:40 reaches 40: [$(joined kn.svg)]"
 out=$(e "load demo-r1; plot spectrum vo layer 1 head 0 size 640x480 to $T/small.png")
 [ "$(png_size small.png)" = 640x480 ] || fail "size 640x480 gave $(png_size small.png)"

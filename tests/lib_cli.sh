@@ -17,6 +17,7 @@
 #   near A B TOL         true when |A - B| <= TOL |B|
 #   cli_need_model PATH...  $M = $ATTNLAB_MODELS; skips the test (exit 77) unless each $M/PATH exists
 #   cli_ids N FILE       N token ids, (i 37 + 11) mod 256 for i = 1..N, on one line into FILE
+#   svg_texts FILE       the text elements of a PLplot SVG, one a line in drawing order (entities decoded)
 #   cli_done             prints the tally and sets the status (use as the last line)
 
 # cli_setup DEFAULT_TMP [shared-cache]
@@ -95,4 +96,12 @@ cli_done() {
     elif [ "$fail" -eq 0 ]; then echo "all passed"
     else echo "$fail failed"; fi
     [ "$fail" -eq 0 ]
+}
+
+# svg_texts FILE: the text elements of a PLplot SVG (its svg driver writes text as <text>, each
+# character an entity), one a line in the order drawn, entities decoded.
+svg_texts() {
+    python3 -c 'import html, re, sys
+for m in re.finditer(r"<text.*?</text>", open(sys.argv[1]).read(), re.S):
+    print(html.unescape(re.sub(r"<[^>]+>", "", m.group(0))).strip())' "$1"
 }

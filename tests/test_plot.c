@@ -56,6 +56,50 @@ typedef struct {
     bool decoded;
 } PngInfo;
 
+/* A decoded PNG (cairo's ARGB32 image surface). */
+typedef struct {
+    void *s;
+    int w, h, stride;
+    const unsigned char *d;
+} Img;
+
+static bool img_open(const char *path, Img *im) {
+    memset(im, 0, sizeof *im);
+    if (!cairo_load()) return false;
+    im->s = cairo.from_png(path);
+    if (cairo.status(im->s) != 0) { cairo.destroy(im->s); im->s = NULL; return false; }
+    im->w = cairo.width(im->s), im->h = cairo.height(im->s), im->stride = cairo.stride(im->s);
+    im->d = cairo.data(im->s);
+    return true;
+}
+
+static void img_close(Img *im) {
+    if (im->s) cairo.destroy(im->s);
+    im->s = NULL;
+}
+
+static void img_rgb(const Img *im, int x, int y, int rgb[3]) {
+    uint32_t p;
+    memcpy(&p, im->d + (size_t)y * im->stride + 4 * (size_t)x, 4);
+    rgb[0] = (p >> 16) & 255, rgb[1] = (p >> 8) & 255, rgb[2] = p & 255;
+}
+
+static bool near_rgb(const int a[3], const int b[3]) { return abs(a[0] - b[0]) + abs(a[1] - b[1]) + abs(a[2] - b[2]) <= 24; }
+
+/* Pixels within page box (x0, x1, y0, y1: page fractions, y up) whose colour is near rgb. */
+static size_t img_count(const Img *im, const double box[4], const int rgb[3]) {
+    size_t n = 0;
+    int x0 = (int)floor(box[0] * im->w), x1 = (int)ceil(box[1] * im->w);
+    int y0 = (int)floor((1.0 - box[3]) * im->h), y1 = (int)ceil((1.0 - box[2]) * im->h);
+    for (int y = y0 < 0 ? 0 : y0; y < y1 && y < im->h; y++)
+        for (int x = x0 < 0 ? 0 : x0; x < x1 && x < im->w; x++) {
+            int c[3];
+            img_rgb(im, x, y, c);
+            n += near_rgb(c, rgb);
+        }
+    return n;
+}
+
 /* Reads the PNG's IHDR size; decodes it when libcairo is at hand. */
 static bool png_read(const char *path, PngInfo *pi) {
     memset(pi, 0, sizeof *pi);
@@ -69,21 +113,17 @@ static bool png_read(const char *path, PngInfo *pi) {
     pi->w = (hdr[16] << 24) | (hdr[17] << 16) | (hdr[18] << 8) | hdr[19];
     pi->h = (hdr[20] << 24) | (hdr[21] << 16) | (hdr[22] << 8) | hdr[23];
     if (!cairo_load()) return true;
-    void *s = cairo.from_png(path);
-    if (cairo.status(s) != 0) { cairo.destroy(s); return false; }
-    int w = cairo.width(s), h = cairo.height(s), stride = cairo.stride(s);
-    const unsigned char *d = cairo.data(s);
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++) {
-            uint32_t p;
-            memcpy(&p, d + (size_t)y * stride + 4 * (size_t)x, 4);
-            int r = (p >> 16) & 255, g = (p >> 8) & 255, b = p & 255;
+    Img im;
+    if (!img_open(path, &im)) return false;
+    for (int y = 0; y < im.h; y++)
+        for (int x = 0; x < im.w; x++) {
+            int c[3];
+            img_rgb(&im, x, y, c);
             pi->pixels++;
-            if (r < 245 || g < 245 || b < 245) pi->nonwhite++;
-            for (int c = 0; c < C_N; c++)
-                if (abs(r - COLOR[c][0]) + abs(g - COLOR[c][1]) + abs(b - COLOR[c][2]) <= 24) pi->count[c]++;
+            if (c[0] < 245 || c[1] < 245 || c[2] < 245) pi->nonwhite++;
+            for (int k = 0; k < C_N; k++) pi->count[k] += near_rgb(c, COLOR[k]);
         }
-    cairo.destroy(s);
+    img_close(&im);
     pi->decoded = true;
     return true;
 }
@@ -655,6 +695,66 @@ static void test_ranks_paper(void) {
     }
 }
 
+/* ================================================================ what a reader reads off */
+
+/* Page fraction of data x (y) in the last figure's data area (y in log10 units on a log axis). */
+static double page_x(const PlotGeom *g, double x) { return g->vp[0] + (x - g->win[0]) / (g->win[1] - g->win[0]) * (g->vp[1] - g->vp[0]); }
+static double page_y(const PlotGeom *g, double y) { return g->vp[2] + (y - g->win[2]) / (g->win[3] - g->win[2]) * (g->vp[3] - g->vp[2]); }
+
+/* Ranks by layer on a hybrid's attention layers 1, 4 and 5 (2 and 3 are Mamba-2 blocks, absent
+ * from the data): the x axis is the layer number, and nothing -- a line or the min..max band --
+ * is drawn across layers 2-3, while the lines and the band join 4 and 5. */
+static void test_bylayer_gaps(void) {
+    static int r1[4] = {4, 10, 12, 30}, r4[4] = {2, 6, 8, 16}, r5[4] = {3, 7, 9, 18};
+    PlotLayerRanks h[3] = {{.layer = 1, .n_heads = 4, .rank_a = r1, .rank_b = r1, .rank_fused = r1},
+                           {.layer = 4, .n_heads = 4, .rank_a = r4, .rank_b = r4, .rank_fused = r4},
+                           {.layer = 5, .n_heads = 4, .rank_a = r5, .rank_b = r5, .rank_fused = r5}};
+    PlotRanksInfo in = info;
+    in.head_dim = 32;
+    const char *path = png_path("bylayer_hybrid");
+    PlotOpts o = {.path = path};
+    CHECK_OK(plot_ranks_by_layer(&o, &in, h, 3));
+    const PlotGeom *g = plot_last_geom();
+    CHECK(g->win[0] < 1 && g->win[0] > 0 && g->win[1] > 5 && g->win[1] < 6, "x window %g..%g: layers 1..5 with half a layer's room",
+          g->win[0], g->win[1]);
+    Img im;
+    if (!img_open(path, &im)) return;
+    double gap[4] = {page_x(g, 2.2), page_x(g, 2.8), g->vp[2], g->vp[3]}, run[4] = {page_x(g, 4.4), page_x(g, 4.6), g->vp[2], g->vp[3]};
+    size_t lines = img_count(&im, gap, COLOR[C_VERMIL]) + img_count(&im, gap, COLOR[C_BLUE]) + img_count(&im, gap, COLOR[C_GREEN]);
+    CHECK(lines == 0, "a line crosses the Mamba-2 layers 2-3: %zu max / median / min pixels there", lines);
+    CHECK(img_count(&im, gap, COLOR[C_BAND]) == 0, "the min..max band spans layers 2-3: %zu band pixels there",
+          img_count(&im, gap, COLOR[C_BAND]));
+    CHECK(img_count(&im, run, COLOR[C_VERMIL]) > 0 && img_count(&im, run, COLOR[C_BAND]) > 100,
+          "layers 4-5: the max line (%zu pixels) and the band (%zu) join them", img_count(&im, run, COLOR[C_VERMIL]),
+          img_count(&im, run, COLOR[C_BAND]));
+    img_close(&im);
+}
+
+/* The density figure's legend shows the colour its bars are filled with (its swatch once was the
+ * bars' edge colour, on bars of another fill). */
+static void test_esd_legend(void) {
+    static double edges[11], dens[10];
+    for (int k = 0; k <= 10; k++) edges[k] = pow(2.0, k - 5);
+    for (int k = 0; k < 10; k++) dens[k] = 100.0 * pow(0.5, 1.5 * k);
+    PlotEsd e = {.edges = edges, .dens = dens, .nb = 10, .alpha = NAN, .mp_edge = 0};
+    const char *path = png_path("esd_legend");
+    PlotOpts o = {.path = path};
+    CHECK_OK(plot_esd(&o, &e));
+    const PlotGeom *g = plot_last_geom();
+    Img im;
+    if (!img_open(path, &im)) return;
+    /* the fill: the pixel half-way up the first (tallest) bar */
+    double px = page_x(g, log10(sqrt(edges[0] * edges[1]))), py = page_y(g, 0.5 * (g->win[2] + log10(dens[0])));
+    int fill[3];
+    img_rgb(&im, (int)(px * im.w), (int)((1.0 - py) * im.h), fill);
+    static const int white[3] = {255, 255, 255};
+    CHECK(!near_rgb(fill, white), "no bar at (%.3f, %.3f)", px, py);
+    size_t sw = img_count(&im, g->legend, fill);
+    CHECK(sw > 40, "the legend shows the bars' fill (%d, %d, %d) in %zu pixels, want a swatch of it", fill[0], fill[1],
+          fill[2], sw);
+    img_close(&im);
+}
+
 int main(void) {
     dir = test_tmpdir();
     if (!freopen("/dev/null", "r", stdin)) { perror("stdin"); return 1; }
@@ -674,6 +774,8 @@ int main(void) {
     test_log_axis_fit();
     test_energy_marks();
     test_ranks_paper();
+    test_bylayer_gaps();
+    test_esd_legend();
     test_errors();
     fflush(stderr);
     dup2(saved, 2);
