@@ -358,13 +358,18 @@ static void test_f32(void) {
 
 /* ---------------------------------------------------------------- the float reduction in lanes */
 
-/* Matrix b of a mixed batch: kinds by b % 7 -- zero, tiny (1e-200), graded Gram, random, huge
- * (1e200), far below double's range for a power of two (1e-305, scaled in two steps), flat Gram. */
+/* Matrix b of a mixed batch: kinds by b % 8 -- zero, tiny (1e-200), graded Gram, random, huge
+ * (1e200), far below double's range for a power of two (1e-305, scaled in two steps), flat Gram,
+ * and diagonal in its first half (columns with nothing below the diagonal: reflectors skipped
+ * while the other lanes' are not). */
 static double *mixed(size_t n, size_t b) {
-    int kind = (int)(b % 7);
+    int kind = (int)(b % 8);
     if (kind == 2 || kind == 6) return rand_gram(n, kind == 2 ? 0.95 : 1.0);
-    static const double scale[7] = {0, 1e-200, 0, 1, 1e200, 1e-305, 0};
-    return rand_sym(n, scale[kind], NAN);
+    static const double scale[8] = {0, 1e-200, 0, 1, 1e200, 1e-305, 0, 1};
+    double *A = rand_sym(n, scale[kind], NAN);
+    for (size_t j = 0; kind == 7 && j < n / 2; j++)
+        for (size_t i = j + 1; i < n; i++) A[i + j * n] = 0;
+    return A;
 }
 
 /* max |a_ij| over A's lower triangle. */
