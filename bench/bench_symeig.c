@@ -7,7 +7,9 @@
  * and the default block size) + dsterf, dsterf alone on dsytrd's output, dsyevd 'N', ssyevd 'N'
  * (float), and core/linalg/symeig.c's symeig_values: one matrix per call (its tridiagonal stage is then
  * dsterf), 2 and 8 per call, all in one call (16 tridiagonal matrices at a time in vector lanes),
- * and its portable path. Times are thread CPU time per matrix, best of the rounds; every solve
+ * and its portable path; symeig_values_f32_ws (the reduction in float), all in one call, with
+ * the 16-lane reduction, one matrix at a time (the path before it), and the lanes' portable path.
+ * Times are thread CPU time per matrix, best of the rounds; every solve
  * includes copying its input (LAPACK destroys it); ratios are against dsytrd nb 8 + dsterf. Also
  * the worst deviation from dsyevd in units of n u ||A||_F. */
 #define _GNU_SOURCE
@@ -126,7 +128,7 @@ int main(int argc, char **argv) {
         LAPACKE_dsytrd_work(LAPACK_COL_MAJOR, 'L', (int)n, B->buf, (int)n, B->D + b * n, B->E + b * n, B->tau, B->work,
                             (int)(64 * n));
     }
-    double t[10], err[4];
+    double t[13], err[6];
     TIME(t[0], for (size_t b = 0; b < nb; b++) sytrd_sterf(B, b, 8 * n));
     err[0] = worst_err(B);
     TIME(t[1], for (size_t b = 0; b < nb; b++) sytrd_sterf(B, b, 64 * n));
@@ -151,11 +153,21 @@ int main(int argc, char **argv) {
     err[2] = worst_err(B);
     TIME(t[8], for (size_t b = 0; b + 2 <= nb; b += 2) rc |= symeig_values(2, n, A + b, B->W + b));
     TIME(t[9], for (size_t b = 0; b + 8 <= nb; b += 8) rc |= symeig_values(8, n, A + b, B->W + b));
+    SymeigWork *ws = symeig_work_new(n);
+    if (!ws) return fprintf(stderr, "symeig_work_new: %s\n", al_errmsg()), 1;
+    TIME(t[10], rc |= symeig_values_f32_ws(ws, nb, n, A, B->W));
+    err[4] = worst_err(B) * 0x1p-29;
+    symeig_f32_lanes_from(17);
+    TIME(t[11], rc |= symeig_values_f32_ws(ws, nb, n, A, B->W));
+    err[5] = worst_err(B) * 0x1p-29;
+    symeig_f32_lanes_from(0);
     bool avx = symeig_uses_avx512();
     symeig_force_portable(true);
     TIME(t[7], rc |= symeig_values(nb, n, A, B->W));
     err[3] = worst_err(B);
+    TIME(t[12], rc |= symeig_values_f32_ws(ws, nb, n, A, B->W));
     symeig_force_portable(false);
+    symeig_work_free(ws);
     if (rc != AL_OK) return fprintf(stderr, "symeig_values: %s\n", al_errmsg()), 1;
     printf("values-only eigen-solves, n = %zu, %zu matrices (half Grams, half random), one thread, CPU ms per matrix "
            "(best of %zu):\n", n, nb, B->rounds);
@@ -171,6 +183,12 @@ int main(int argc, char **argv) {
     printf("  symeig_values, batched    %8.4f   %.2fx   (all %zu in one call; worst error %.3f)\n", t[6], t[0] / t[6], nb,
            err[2]);
     printf("  symeig_values, portable   %8.4f   %.2fx   (batched; worst error %.3f)\n", t[7], t[0] / t[7], err[3]);
-    printf("  symeig batched / ssyevd = %.2f, / dsytrd nb 8 + dsterf = %.2f\n", t[6] / t[4], t[6] / t[0]);
+    printf("  f32 reduction, in lanes   %8.4f   %.2fx   (symeig_values_f32_ws, batched; worst error %.3f n 2^-24 ||A||_F)\n",
+           t[10], t[0] / t[10], err[4]);
+    printf("  f32 reduction, one by one %8.4f   %.2fx   (the same, each matrix reduced alone; worst error %.3f)\n", t[11],
+           t[0] / t[11], err[5]);
+    printf("  f32 reduction, portable   %8.4f   %.2fx   (in lanes)\n", t[12], t[0] / t[12]);
+    printf("  symeig batched / ssyevd = %.2f, / dsytrd nb 8 + dsterf = %.2f; f32 lanes / one by one = %.2f\n",
+           t[6] / t[4], t[6] / t[0], t[10] / t[11]);
     return 0;
 }

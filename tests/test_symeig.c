@@ -3,7 +3,9 @@
  * huge and tiny scales, NaN/Inf inputs; on the AVX-512 path where the CPU has it and on the
  * portable path (forced), and the two paths against each other; the float reduction
  * (symeig_values_f32_ws) against dsyevd within symeig_bound_f32 on random, graded and
- * Gram-shaped matrices, singly and in lanes. */
+ * Gram-shaped matrices, singly and in lanes; its 16-lane reduction at every lane count 1-20 and n
+ * 1-256 on mixed batches (zero, tiny, huge, graded, a NaN or Inf named with its matrix and entry),
+ * against the one-by-one reduction and its own portable path. */
 #include "testutil.h"
 #include "symeig.h"
 #include "symeig_internal.h"
@@ -354,9 +356,164 @@ static void test_f32(void) {
     symeig_work_free(ws);
 }
 
+/* ---------------------------------------------------------------- the float reduction in lanes */
+
+/* Matrix b of a mixed batch: kinds by b % 8 -- zero, tiny (1e-200), graded Gram, random, huge
+ * (1e200), far below double's range for a power of two (1e-305, scaled in two steps), flat Gram,
+ * and diagonal in its first half (columns with nothing below the diagonal: reflectors skipped
+ * while the other lanes' are not). */
+static double *mixed(size_t n, size_t b) {
+    int kind = (int)(b % 8);
+    if (kind == 2 || kind == 6) return rand_gram(n, kind == 2 ? 0.95 : 1.0);
+    static const double scale[8] = {0, 1e-200, 0, 1, 1e200, 1e-305, 0, 1};
+    double *A = rand_sym(n, scale[kind], NAN);
+    for (size_t j = 0; kind == 7 && j < n / 2; j++)
+        for (size_t i = j + 1; i < n; i++) A[i + j * n] = 0;
+    return A;
+}
+
+/* max |a_ij| over A's lower triangle. */
+static double max_lower(const double *A, size_t n) {
+    double mx = 0;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++) mx = fmax(mx, fabs(A[i + j * n]));
+    return mx;
+}
+
+/* ||x - y||_2 / sc and ||A||_F / sc, sc = max|a_ij| (no overflow or underflow at 1e+-300). */
+static double dist_scaled(const double *x, const double *y, size_t n, double sc) {
+    double d2 = 0;
+    for (size_t i = 0; i < n; i++) d2 += (x[i] / sc - y[i] / sc) * (x[i] / sc - y[i] / sc);
+    return sqrt(d2);
+}
+static double fro_scaled(const double *A, size_t n, double sc) {
+    double s = 0;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++) s += (i == j ? 1 : 2) * (A[i + j * n] / sc) * (A[i + j * n] / sc);
+    return sqrt(s);
+}
+
+/* Each of w[0..nb-1] against dsyevd within symeig_bound_f32 (l2), descending; a zero matrix's
+ * values exactly zero. Returns the worst ||dw||_2 / (n 2^-24 ||A||_F). */
+static double f32_against_ref(double *const *A, double *const *w, size_t n, size_t nb, const char *what) {
+    double *r = malloc(n * sizeof(double)), worst = 0;
+    for (size_t b = 0; b < nb; b++) {
+        double sc = max_lower(A[b], n);
+        int unsorted = 0, nonzero = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i && w[b][i] > w[b][i - 1]) unsorted++;
+            nonzero += w[b][i] != 0;
+        }
+        CHECK(unsorted == 0, "%s n %zu matrix %zu: %d values out of order", what, n, b, unsorted);
+        if (sc == 0) {
+            CHECK(nonzero == 0, "%s n %zu matrix %zu: a zero matrix gave %d nonzero values", what, n, b, nonzero);
+            continue;
+        }
+        ref_values(A[b], n, r);
+        double d = dist_scaled(w[b], r, n, sc), fro = fro_scaled(A[b], n, sc);
+        CHECK(d <= symeig_bound_f32(n, fro), "%s n %zu of %zu, matrix %zu (max %.3g): ||dw|| %.3g past the bound %.3g",
+              what, n, nb, b, sc, d, symeig_bound_f32(n, fro));
+        worst = fmax(worst, d / ((double)n * 0x1p-24 * fro));
+    }
+    free(r);
+    return worst;
+}
+
+/* Every lane count 1-16 (and 17-20: a second group), n 1-256 with non-multiples of 16, mixed
+ * batches, on the lanes path; and a NaN or Inf in any matrix of a batch named with its entry. */
+static double test_f32_lanes_counts(SymeigWork *ws) {
+    static const size_t ns[] = {1, 2, 3, 5, 15, 16, 17, 31, 64, 100, 128, 129, 192, 256};
+    double worst = 0;
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        size_t n = ns[t];
+        for (size_t nb = 1; nb <= 20; nb++) {
+            if (n > 129 && nb != 1 && nb != 7 && nb != 16 && nb != 19) continue;
+            double *A[20], *w[20];
+            for (size_t b = 0; b < nb; b++) {
+                A[b] = mixed(n, b + nb);
+                w[b] = malloc(n * sizeof(double));
+            }
+            CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w));
+            worst = fmax(worst, f32_against_ref(A, w, n, nb, "f32 lanes"));
+            if (n >= 3) {       /* a NaN / Inf in the lower triangle of the last matrix; one in an upper one is not read */
+                size_t bad = nb - 1, i = n - 1, j = n / 2;
+                A[0][j + i * n] = NAN;
+                A[bad][i + j * n] = nb % 2 ? NAN : INFINITY;
+                char want[96];
+                snprintf(want, sizeof want, "matrix %zu has a NaN or infinite entry at (%zu, %zu)", bad, i, j);
+                CHECK_ERR(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w), want);
+                if (bad > 0) {
+                    A[bad][i + j * n] = 0;
+                    CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w));
+                }
+            }
+            for (size_t b = 0; b < nb; b++) {
+                free(A[b]);
+                free(w[b]);
+            }
+        }
+    }
+    return worst;
+}
+
+/* The lanes path's values differ from the one-at-a-time float reduction's (another summation
+ * order: it really runs) by at most the bound, and the AVX-512 and portable lanes agree to
+ * rounding (within the bound; their products are fused differently). */
+static void test_f32_lanes_paths(SymeigWork *ws) {
+    static const size_t ns[] = {7, 33, 128, 130};
+    double differ = 0;
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        size_t n = ns[t], nb = 16;
+        double *A[16], *w1[16], *w2[16];
+        for (size_t b = 0; b < nb; b++) {
+            A[b] = mixed(n, b);
+            w1[b] = malloc(n * sizeof(double));
+            w2[b] = malloc(n * sizeof(double));
+        }
+        symeig_f32_lanes_from(17);
+        CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w1));
+        symeig_f32_lanes_from(1);
+        CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w2));
+        bool avx = symeig_uses_avx512();
+        for (int pass = 0; pass < (avx ? 2 : 1); pass++) {
+            for (size_t b = 0; b < nb; b++) {
+                double sc = max_lower(A[b], n);
+                if (sc == 0) continue;
+                double d = dist_scaled(w1[b], w2[b], n, sc), fro = fro_scaled(A[b], n, sc);
+                CHECK(d <= symeig_bound_f32(n, fro), "n %zu matrix %zu: %s differ by %.3g, bound %.3g", n, b,
+                      pass ? "AVX-512 and portable lanes" : "lanes and one at a time", d, symeig_bound_f32(n, fro));
+                if (!pass) differ = fmax(differ, d / fro);
+            }
+            if (pass == 0 && avx) {     /* then w1: the portable lanes */
+                symeig_force_portable(true);
+                CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w1));
+                symeig_force_portable(false);
+            }
+        }
+        for (size_t b = 0; b < nb; b++) {
+            free(A[b]);
+            free(w1[b]);
+            free(w2[b]);
+        }
+    }
+    CHECK(differ > 0, "the lanes reduction gave the one-at-a-time values bit for bit: not run?");
+}
+
+static void test_f32_lanes(void) {
+    SymeigWork *ws = symeig_work_new(256);
+    symeig_f32_lanes_from(1);
+    double worst = test_f32_lanes_counts(ws);
+    printf("float reduction in lanes (%s): worst ||dw||_2 against dsyevd %.3f n 2^-24 ||A||_F (bound %g (n + 1))\n",
+           symeig_uses_avx512() ? "AVX-512" : "portable", worst, SYMEIG_C);
+    test_f32_lanes_paths(ws);
+    symeig_f32_lanes_from(0);
+    symeig_work_free(ws);
+}
+
 int main(void) {
     test_workspace();
     test_f32();
+    test_f32_lanes();
     if (symeig_uses_avx512()) {
         run_all("AVX-512");
         test_paths_agree();
@@ -367,6 +524,7 @@ int main(void) {
     CHECK(!symeig_uses_avx512(), "the portable path cannot be forced");
     run_all("portable");
     test_f32();
+    test_f32_lanes();
     symeig_force_portable(false);
     return check_done();
 }

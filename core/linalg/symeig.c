@@ -1,7 +1,7 @@
 /* symeig.c -- eigenvalues only, in double, of small symmetric matrices: power-of-two scaling, a
  * fused Householder tridiagonalization (AVX-512 or portable vector C, chosen at run time; in
- * double, or in float for symeig_values_f32_ws -- one body, symeig_tri.inc, for both), and the
- * tridiagonal stage (implicit QR on 16 matrices at once in vector lanes; dsterf for a lone matrix).
+ * double, or in float for symeig_values_f32_ws -- one body, symeig_tri.inc, for both; in float
+ * also 16 matrices at once, one per lane, symeig_lanes.inc), and the tridiagonal stage (implicit QR on 16 matrices at once in vector lanes; dsterf for a lone matrix).
  * See symeig.h for the algorithm and the error bound. */
 #define _GNU_SOURCE
 #include "symeig.h"
@@ -21,8 +21,10 @@ typedef double v8d __attribute__((vector_size(64)));
 #define TGT_512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
 
 static bool force_portable;
+static int lanes_from;       /* 0: F32_LANES_FROM */
 
 void symeig_force_portable(bool on) { force_portable = on; }
+void symeig_f32_lanes_from(int cnt) { lanes_from = cnt; }
 
 static bool cpu_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -44,11 +46,24 @@ double symeig_bound(size_t n, double fro) { return SYMEIG_C * (double)n * 0x1p-5
 TRI_STRUCT(double, Tri_d);
 TRI_STRUCT(float, Tri_f);
 
-/* Per-call scratch: the double reduction's (t) and, for symeig_values_f32_ws, the float one's (tf). */
+typedef float v16f __attribute__((vector_size(64)));
+typedef int v16si __attribute__((vector_size(64)));
+
+/* The float reduction of 16 matrices at once, one per lane (symeig_lanes.inc). */
+typedef struct {
+    size_t n;
+    v16f *P;                 /* (n (n + 1) / 2): lower triangles packed by columns, lane k matrix k */
+    v16f *v, *w, *y, *vn;    /* (n) each: reflector, update vector, A v, next reflector */
+    v16f *d, *e;             /* (n) each: the T's by lane */
+} Lanes;
+
+/* Per-call scratch: the double reduction's (t), for symeig_values_f32_ws the float one's, one
+ * matrix at a time (tf) or 16 in lanes (z). */
 typedef struct {
     size_t n;
     Tri_d t;
     Tri_f tf;
+    Lanes z;
     double *a, *b;                 /* (n, LANES): a group's diagonals and subdiagonals by lane */
     bool avx;                      /* the AVX-512 path */
     bool f32;                      /* reduce in float */
@@ -56,7 +71,6 @@ typedef struct {
 
 /* ================================================================ the reduction (both paths, both precisions) */
 
-typedef float v16f __attribute__((vector_size(64)));
 #define TINY_d 0x1p-800            /* squared norm below which a reflector is skipped */
 #define TINY_f 0x1p-100f
 #define copysign_d copysign
@@ -83,6 +97,37 @@ typedef float v16f __attribute__((vector_size(64)));
 #undef VW
 #undef FN
 
+/* ================================================================ the float reduction in lanes */
+
+#define VSEL(m, a, b) ((v16f)(((m) & (v16si)(a)) | (~(m) & (v16si)(b))))   /* per lane: m ? a : b */
+
+/* Where column j of an n x n lower triangle packed by columns starts. */
+AI size_t col_off(size_t n, size_t j) { return j * n - j * (j - 1) / 2; }
+
+AI void lsqrt_portable(v16f *x) {
+    for (int k = 0; k < 16; k++) (*x)[k] = sqrtf((*x)[k]);
+}
+TGT_512 AI void lsqrt_avx512(v16f *x) { *x = (v16f)_mm512_sqrt_ps((__m512)*x); }
+
+#define LB 8                       /* columns a pass of the lanes' fused update takes at once */
+#define LN(x) x##_lanes_portable
+#define LSQRT lsqrt_portable
+#define LTGT
+#include "symeig_lanes.inc"
+#undef LN
+#undef LSQRT
+#undef LTGT
+#define LN(x) x##_lanes_avx512
+#define LSQRT lsqrt_avx512
+#define LTGT TGT_512
+#include "symeig_lanes.inc"
+#undef LN
+#undef LSQRT
+#undef LTGT
+
+static void tridiag_lanes_portable(Lanes *z) { tridiag_body_lanes_portable(z); }
+TGT_512 static void tridiag_lanes_avx512(Lanes *z) { tridiag_body_lanes_avx512(z); }
+
 /* ================================================================ the tridiagonal stage, 16 at once */
 
 /* Implicit symmetric QR with Wilkinson shifts (Golub and Van Loan, Alg. 8.3.2) on up to 16
@@ -96,6 +141,7 @@ typedef float v16f __attribute__((vector_size(64)));
 #define LANE_OF(k) (((k) & 1) * 8 + (k) / 2)   /* matrix k of a group alternates between the two chains */
 #define LANES_MIN 2     /* matrices from which a group's T's are solved in lanes */
 #define SWEEPS_MAX 40   /* per eigenvalue, over the whole group: far above the ~2 seen */
+#define F32_LANES_FROM 9   /* matrices from which a group's float reductions run in lanes (measured) */
 
 
 /* Lane L's next window: deflates the bottom (m down while b[m-1] is negligible), then l: the
@@ -247,10 +293,12 @@ static int lanes_values(size_t n, double *a, double *b, const double *tol, unsig
 
 /* ================================================================ driver */
 
-/* The scratch of n x n solves, in doubles: the double reduction's, the lanes', the float reduction's. */
+/* The scratch of n x n solves, in doubles: the double reduction's, the QR lanes', the float
+ * reduction's one at a time and in lanes (16 floats, 8 doubles, an element). */
 static size_t work_count(size_t n) {
     size_t ld = (n + 7) & ~(size_t)7, lf = (n + 15) & ~(size_t)15;
-    return ld * n + 4 * ld + 2 * n + 2 * LANES * n + 8 + (lf * n + 4 * lf + 2 * n) / 2 + 16;
+    return ld * n + 4 * ld + 2 * n + 2 * LANES * n + 8 + (lf * n + 4 * lf + 2 * n) / 2 + 16 +
+           8 * (n * (n + 1) / 2 + 6 * n) + 8;
 }
 
 /* Lays out s over mem (work_count(n) doubles, 64-byte aligned). */
@@ -278,6 +326,16 @@ static void work_layout(size_t n, double *mem, bool f32, Work *s) {
     f->vn = f->y + f->ld;
     f->d = f->vn + f->ld;
     f->e = f->d + n;
+    Lanes *z = &s->z;              /* 64-byte aligned after the float reduction's */
+    z->n = n;
+    size_t off = (size_t)((char *)(f->e + n) - (char *)mem);
+    z->P = (v16f *)((char *)mem + ((off + 63) & ~(size_t)63));
+    z->v = z->P + n * (n + 1) / 2;
+    z->w = z->v + n;
+    z->y = z->w + n;
+    z->vn = z->y + n;
+    z->d = z->vn + n;
+    z->e = z->d + n;
     s->avx = symeig_uses_avx512();
     if (f32) memset(f->W, 0, f->ld * n * sizeof(float));     /* rows n..ld-1 stay zero */
     else memset(t->W, 0, t->ld * n * sizeof(double));
@@ -365,11 +423,10 @@ static void store_f32(Tri_f *t, const double *A, double f, int far) {
                 for (size_t i = ib > j ? ib : j + 1; i < ib + 16 && i < n; i++) t->W[j + i * ld] = t->W[i + j * ld];
 }
 
-/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->t.W (or
- * s->tf.W) in full storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
- * (then W is not written). */
-static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
-    size_t n = s->n, ld = s->t.ld;
+/* A's lower triangle checked finite (else an error naming matrix idx and the entry) and its
+ * scale: max|a_ij| 2^-ex in [1/2, 1); *zero when A is zero (then *ex is not set). */
+static int scale_of(const Work *s, const double *A, size_t idx, int *ex, bool *zero) {
+    size_t n = s->n;
     double mx = (s->avx ? scan_avx512 : scan_portable)(A, n);
     if (isnan(mx)) {
         for (size_t j = 0; j < n; j++)
@@ -379,8 +436,17 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
                                   i, j);
     }
     *zero = mx == 0;
+    if (!*zero) frexp(mx, ex);
+    return AL_OK;
+}
+
+/* A's lower triangle, checked finite and scaled by 2^-ex (max|a| in [1/2, 1)), into s->t.W (or
+ * s->tf.W) in full storage (the upper triangle mirrored in 8 x 8 tiles); *ex = the exponent; *zero when A is zero
+ * (then W is not written). */
+static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
+    size_t n = s->n, ld = s->t.ld;
+    if (scale_of(s, A, idx, ex, zero) != AL_OK) return AL_ERR;
     if (*zero) return AL_OK;
-    frexp(mx, ex);
     double f = ldexp(1.0, -*ex);   /* exact; a power of two past the range only for |ex| > 1000 */
     bool far = *ex < -1000 || *ex > 1000;
     if (s->f32) {
@@ -402,20 +468,48 @@ static int load(Work *s, const double *A, size_t idx, int *ex, bool *zero) {
     return AL_OK;
 }
 
+/* The lanes' load: matrix k's lower triangle times g1[k] g2[k] (2^-ex in two exact steps; 0 for a
+ * zero matrix or a lane past the group, whose p[k] is another matrix), rounded to float, into lane
+ * k of z->P. The AVX-512 copy gathers element (i, j) of the 16 matrices by their addresses. */
+static void interleave_portable(Lanes *z, const double *const *p, const double *g1, const double *g2) {
+    size_t n = z->n;
+    v16f *P = z->P;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++) {
+            v16f x;
+            for (int k = 0; k < LANES; k++) x[k] = (float)(p[k][i + j * n] * g1[k] * g2[k]);
+            *P++ = x;
+        }
+}
+
+TGT_512 static void interleave_avx512(Lanes *z, const double *const *p, const double *g1, const double *g2) {
+    size_t n = z->n;
+    __m512i a0 = _mm512_loadu_si512(p), a1 = _mm512_loadu_si512(p + 8);    /* the addresses */
+    __m512d s0 = _mm512_loadu_pd(g1), s1 = _mm512_loadu_pd(g1 + 8), t0 = _mm512_loadu_pd(g2), t1 = _mm512_loadu_pd(g2 + 8);
+    float *P = (float *)z->P;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j; i < n; i++, P += 16) {
+            __m512i off = _mm512_set1_epi64((long long)((i + j * n) * sizeof(double)));
+            __m512d x0 = _mm512_i64gather_pd(_mm512_add_epi64(a0, off), NULL, 1);
+            __m512d x1 = _mm512_i64gather_pd(_mm512_add_epi64(a1, off), NULL, 1);
+            _mm256_store_ps(P, _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_mul_pd(x0, s0), t0)));
+            _mm256_store_ps(P + 8, _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_mul_pd(x1, s1), t1)));
+        }
+}
+
+/* z's T of lane k into s->t.d, s->t.e, widened exactly to double (e[n-1] = 0). */
+static void lane_tri(Work *s, int k) {
+    size_t n = s->n;
+    for (size_t i = 0; i < n; i++) {
+        s->t.d[i] = s->z.d[i][k];
+        s->t.e[i] = i + 1 < n ? s->z.e[i][k] : 0;
+    }
+}
+
 /* x[0..cnt-1] *= 2^ex (a product by an exact power of two, or ldexp where that is out of range). */
 static void scale2(double *x, size_t cnt, int ex) {
     double f = ldexp(1.0, ex);
     for (size_t i = 0; i < cnt; i++) x[i] = ex < -1000 || ex > 1000 ? ldexp(x[i], ex) : x[i] * f;
-}
-
-/* T's eigenvalues into w, descending, times 2^ex (one matrix: dsterf). */
-static int tri_values(Work *s, int ex, double *w) {
-    size_t n = s->n;
-    lapack_int info = LAPACKE_dsterf_work((lapack_int)n, s->t.d, s->t.e);
-    if (info != 0) return al_err("the tridiagonal eigenvalue iteration (dsterf) did not converge (info %d)", (int)info);
-    for (size_t i = 0; i < n; i++) w[i] = s->t.d[n - 1 - i];
-    scale2(w, n, ex);
-    return AL_OK;
 }
 
 static int desc(const void *x, const void *y) {
@@ -423,56 +517,105 @@ static int desc(const void *x, const void *y) {
     return (a < b) - (a > b);
 }
 
-/* Matrices A[0..cnt-1] (numbered from idx in messages): each reduced to T, then all T's at once. */
-static int group_values(Work *s, const double *const *A, double *const *w, size_t idx, int cnt) {
+/* T in s->t.d, s->t.e into lane L of the QR stage (s->a, s->b), with its tolerance tol[L]. */
+static void put_tri(Work *s, int L, double *tol, unsigned *on) {
     size_t n = s->n;
-    int ex[LANES];
-    unsigned on = 0;
-    double tol[LANES] = {0};
+    const double *d = s->t.d, *e = s->t.e;
+    double g = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = fabs(d[i]) + (i + 1 < n ? fabs(e[i]) : 0) + (i ? fabs(e[i - 1]) : 0);
+        g = r > g ? r : g;
+        s->a[i * LANES + L] = d[i];
+        if (i + 1 < n) s->b[i * LANES + L] = e[i];
+    }
+    tol[L] = 0x1p-53 * g;
+    *on |= 1u << L;
+}
+
+/* The float reduction of A[0..cnt-1] in lanes: each checked and scaled, all 16 interleaved and
+ * reduced at once, their T's put in the QR lanes. */
+static int tri_lanes(Work *s, const double *const *A, size_t idx, int cnt, int *ex, double *tol, unsigned *on) {
+    double f1[LANES], f2[LANES];
+    bool zero[LANES];
+    for (int k = 0; k < cnt; k++) {
+        int e = 0;
+        if (scale_of(s, A[k], idx + (size_t)k, &e, &zero[k]) != AL_OK) return AL_ERR;
+        ex[LANE_OF(k)] = e;
+        f1[k] = zero[k] ? 0 : ldexp(1.0, -e / 2);      /* exact, and each in range for any e */
+        f2[k] = zero[k] ? 1 : ldexp(1.0, -e - (-e / 2));
+    }
+    const double *p[LANES];
+    double g1[LANES], g2[LANES];
+    for (int k = 0; k < LANES; k++) {
+        p[k] = A[k < cnt ? k : 0];
+        g1[k] = k < cnt ? f1[k] : 0;
+        g2[k] = k < cnt ? f2[k] : 1;
+    }
+    (s->avx ? interleave_avx512 : interleave_portable)(&s->z, p, g1, g2);
+    (s->avx ? tridiag_lanes_avx512 : tridiag_lanes_portable)(&s->z);
+    for (int k = 0; k < cnt; k++) {
+        if (zero[k]) continue;
+        lane_tri(s, k);
+        put_tri(s, LANE_OF(k), tol, on);
+    }
+    return AL_OK;
+}
+
+/* Matrices A[0..cnt-1] (numbered from idx in messages) to their T's in the QR lanes (matrix k in
+ * lane LANE_OF(k); a zero matrix's lane stays off), their exponents and tolerances. */
+static int group_tri(Work *s, const double *const *A, size_t idx, int cnt, int *ex, double *tol, unsigned *on) {
+    size_t n = s->n;
     memset(s->a, 0, LANES * n * sizeof(double));
     memset(s->b, 0, LANES * n * sizeof(double));
+    if (s->f32 && cnt >= (lanes_from ? lanes_from : F32_LANES_FROM)) return tri_lanes(s, A, idx, cnt, ex, tol, on);
     for (int k = 0; k < cnt; k++) {
         int L = LANE_OF(k);
         bool zero = false;
         if (load(s, A[k], idx + (size_t)k, &ex[L], &zero) != AL_OK) return AL_ERR;
-        if (zero) {
+        if (zero) continue;
+        reduce(s);
+        put_tri(s, L, tol, on);
+    }
+    return AL_OK;
+}
+
+/* Lane L's T (one matrix) by dsterf, its values back into the lane. */
+static int lane_dsterf(Work *s, int L) {
+    size_t n = s->n;
+    for (size_t i = 0; i < n; i++) {
+        s->t.d[i] = s->a[i * LANES + L];
+        s->t.e[i] = s->b[i * LANES + L];
+    }
+    lapack_int info = LAPACKE_dsterf_work((lapack_int)n, s->t.d, s->t.e);
+    if (info != 0) return al_err("the tridiagonal eigenvalue iteration (dsterf) did not converge (info %d)", (int)info);
+    for (size_t i = 0; i < n; i++) s->a[i * LANES + L] = s->t.d[i];
+    return AL_OK;
+}
+
+/* Matrices A[0..cnt-1] (numbered from idx in messages): each reduced to T, then all T's at once
+ * in the QR lanes (a group of one: dsterf). */
+static int group_values(Work *s, const double *const *A, double *const *w, size_t idx, int cnt) {
+    size_t n = s->n;
+    int ex[LANES] = {0};
+    unsigned on = 0;
+    double tol[LANES] = {0};
+    if (group_tri(s, A, idx, cnt, ex, tol, &on) != AL_OK) return AL_ERR;
+    if (cnt >= LANES_MIN) {
+        if (lanes_values(n, s->a, s->b, tol, on, s->avx ? sweep_avx512 : sweep_portable) != AL_OK) return AL_ERR;
+    } else if (on & 1) {
+        if (lane_dsterf(s, 0) != AL_OK) return AL_ERR;
+    }
+    for (int k = 0; k < cnt; k++) {
+        int L = LANE_OF(k);
+        if (!(on >> L & 1)) {
             memset(w[k], 0, n * sizeof(double));
             continue;
         }
-        reduce(s);
-        const double *d = s->t.d, *e = s->t.e;
-        double g = 0;
-        for (size_t i = 0; i < n; i++) {
-            double r = fabs(d[i]) + (i + 1 < n ? fabs(e[i]) : 0) + (i ? fabs(e[i - 1]) : 0);
-            g = r > g ? r : g;
-            s->a[i * LANES + L] = d[i];
-            if (i + 1 < n) s->b[i * LANES + L] = e[i];
-        }
-        tol[L] = 0x1p-53 * g;
-        on |= 1u << L;
-    }
-    if (lanes_values(n, s->a, s->b, tol, on, s->avx ? sweep_avx512 : sweep_portable) != AL_OK) return AL_ERR;
-    for (int k = 0; k < cnt; k++) {
-        int L = LANE_OF(k);
-        if (!(on >> L & 1)) continue;
         for (size_t i = 0; i < n; i++) w[k][i] = s->a[i * LANES + L];
         qsort(w[k], n, sizeof(double), desc);
         scale2(w[k], n, ex[L]);
     }
     return AL_OK;
-}
-
-/* One matrix: reduced to T, T's eigenvalues by dsterf. */
-static int one_values(Work *s, const double *A, double *w, size_t idx) {
-    int ex = 0;
-    bool zero = false;
-    if (load(s, A, idx, &ex, &zero) != AL_OK) return AL_ERR;
-    if (zero) {
-        memset(w, 0, s->n * sizeof(double));
-        return AL_OK;
-    }
-    reduce(s);
-    return tri_values(s, ex, w);
 }
 
 static int values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A, double *const *w, bool f32) {
@@ -486,7 +629,7 @@ static int values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A
         if (cnt >= LANES_MIN) {
             rc = group_values(&s, A + g, w + g, g, cnt);
         } else {
-            for (int L = 0; L < cnt && rc == AL_OK; L++) rc = one_values(&s, A[g + L], w[g + L], g + (size_t)L);
+            for (int k = 0; k < cnt && rc == AL_OK; k++) rc = group_values(&s, A + g + k, w + g + k, g + (size_t)k, 1);
         }
     }
     return rc;

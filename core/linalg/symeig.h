@@ -53,9 +53,15 @@ int symeig_values_ws(SymeigWork *ws, size_t nb, size_t n, const double *const *A
 /* The bound above: SYMEIG_C * n * 2^-53 * fro, fro = ||A||_F. */
 double symeig_bound(size_t n, double fro);
 
-/* The same values with the Householder reduction in float (16 lanes a vector: about half the
- * double reduction's time; the tridiagonal QR stays in double): A[i], scaled as above, is rounded
- * to float (||dA||_F <= 2^-24 ||A||_F) and reduced in float; T is widened exactly to double. The
+/* The same values with the Householder reduction in float (the tridiagonal QR stays in double):
+ * A[i], scaled as above, is rounded to float (||dA||_F <= 2^-24 ||A||_F) and reduced in float; T is
+ * widened exactly to double. From 9 matrices a group (of up to 16) is reduced at once, one matrix
+ * per float lane of a vector, over the lower triangles packed by columns (element (i, j) of the 16
+ * matrices is one vector: every operation vertical, each reflector's norm, sqrt, division and
+ * tiny-column skip a masked vector operation; the update and the symmetric product y = A v of the
+ * next step fused in one pass over 4 columns at a time); fewer matrices are reduced one by one
+ * (16 rows a vector, full storage). Each lane runs the one-by-one arithmetic in another summation
+ * order, so the bound below is the same. The
  * values are the exact eigenvalues of A + E, ||E||_F <= symeig_bound_f32(n, ||A||_F) =
  * SYMEIG_C (n + 1) 2^-24 ||A||_F (the reduction's c n u with u = 2^-24, the rounding of A, the
  * double QR's share far below), the same first-order argument and engineering constant as above
