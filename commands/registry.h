@@ -93,7 +93,10 @@ enum {
     PF_LINE = 1 << 2,  /* with PF_REST: the rest of the whole line, ';' included (`lua CODE`) */
     PF_VIEW = 1 << 3,  /* only shapes how the result is shown (row order): no parameter of the
                           result, so `set csv.params on` leaves it out of the CSV columns */
-    PF_OPEN_MIN = 1 << 4   /* ARG_FLOAT: min itself is out of range, (min, max] (tau) */
+    PF_OPEN_MIN = 1 << 4,  /* ARG_FLOAT: min itself is out of range, (min, max] (tau) */
+    PF_TEXT = 1 << 5       /* with PF_REST: the rest is text, quoted as any word is -- quotes removed, "..."'s
+                              escapes applied -- with the blanks between words kept (`echo TEXT`); without
+                              it the rest stays verbatim for a command that parses it again (`replot`) */
 };
 
 typedef struct Param {

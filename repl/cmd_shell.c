@@ -77,8 +77,8 @@ static const Param lua_pos[] = {
     {0}
 };
 static const Param echo_pos[] = {
-    { .name = "text", .type = ARG_STRING, .def = "", .flags = PF_REST, .comp = COMP_NONE, .metavar = "TEXT...",
-      .help = "text to print (the rest of the line)" },
+    { .name = "text", .type = ARG_STRING, .def = "", .flags = PF_REST | PF_TEXT, .comp = COMP_NONE, .metavar = "TEXT...",
+      .help = "text to print: the rest of the command, quoted as any argument (\"a  b\" prints a  b)" },
     {0}
 };
 static const Param history_pos[] = {
@@ -98,7 +98,13 @@ static const Command shell_cmds[] = {
       .fn = cmd_run, .lua_name = "run_file" },
     { .name = "lua", .summary = "run Lua code (also: '= expr' prints an expression)", .help = LUA_HELP,
       .pos = lua_pos, .fn = cmd_lua },
-    { .name = "echo", .summary = "print the rest of the line", .help = "Prints its text (for scripts).",
+    { .name = "echo", .summary = "print the rest of the command",
+      .help = "Prints its text (for scripts): the rest of the command up to an unquoted ';', its quotes read\n"
+              "as in any argument -- \"...\" and '...' removed, \"...\"'s \\n \\t \\\" \\\\ escapes applied -- and\n"
+              "the blanks between words kept.\n"
+              "Examples:\n"
+              "  echo \"a b\"; echo 'say \"hi\"'\n"
+              "  echo \"two\\nlines\"",
       .pos = echo_pos, .fn = cmd_echo },
     { .name = "history", .summary = "show recent command lines",
       .help = "The prompt's history, kept across sessions in the history file of attnlab's\n"
