@@ -144,7 +144,7 @@ static int cmd_calib_save(Session *s, const Args *a, Out *out) {
     CalibState *c;
     if (ws_calib_need(s, &c)) return AL_ERR;
     const char *file = args_str(a, "file");
-    if (out_may_write(out, file) || calib_save(c->st, file)) return AL_ERR;
+    if (out_may_write(out, file) || al_parent_here(file) || calib_save(c->st, file)) return AL_ERR;
     out_printf(out, "wrote the calibration of %s (%zu tokens) to %s\n", c->m->name, c->st->tokens[0], file);
     out_string(out, file);
     out->written = true;

@@ -106,7 +106,7 @@ static int gguf_source(Session *s, Model *m, const char *dest, Model **tmp_model
                       x->kind->export_label ? x->kind->export_label : x->kind->name);
     const char *slash = strrchr(dest, '/');
     char *parent = slash ? al_asprintf("%.*s", (int)(slash - dest), dest) : al_strdup(".");
-    int rc = parent && (!*parent || al_mkdirs(parent) == AL_OK) ? AL_OK : AL_ERR;
+    int rc = parent && (!*parent || al_mkdirs_here(parent) == AL_OK) ? AL_OK : AL_ERR;
     char *tmpl = rc ? NULL : al_asprintf("%s/.attnlab-gguf-XXXXXX", *parent ? parent : "/");
     free(parent);
     if (!tmpl) return AL_ERR;

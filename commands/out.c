@@ -329,13 +329,7 @@ int out_may_write(const Out *o, const char *path) {
 
 int out_write_file(const Out *o, const char *path, const char *text, size_t len) {
     if (out_may_write(o, path) != AL_OK) return AL_ERR;
-    const char *slash = strrchr(path, '/');
-    if (slash && slash != path) {                 /* the folder is made if missing, as for figures */
-        char *dir = strndup(path, (size_t)(slash - path));
-        int mrc = dir ? al_mkdirs(dir) : al_err("out of memory");
-        free(dir);
-        if (mrc != AL_OK) return mrc;
-    }
+    if (al_parent_here(path) != AL_OK) return AL_ERR;    /* al.h's folder rule, as for figures and exports */
     return al_write_file_atomic(path, text, len);
 }
 

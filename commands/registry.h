@@ -116,7 +116,8 @@ typedef struct Param {
 
 /* The standard `to FILE` keyword of table commands (see out_table_to). */
 #define PARAM_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
-                   .help = "write the table to FILE.csv or FILE.json instead of printing it" }
+                   .help = "write the table to FILE.csv or FILE.json instead of printing it (a missing folder is " \
+                           "made inside the working directory only)" }
 
 /* ================================================================ commands */
 

@@ -779,7 +779,7 @@ static int write_single(Model *m, GgufWriter *w, const char *dest, const GgufExp
     char *d = rc ? NULL : al_strdup(dest), *slash = d ? strrchr(d, '/') : NULL;
     if (rc || !d) return AL_ERR;
     if (slash) *slash = 0;
-    rc = slash && *d && al_mkdirs(d) ? AL_ERR : AL_OK;
+    rc = slash && *d && al_mkdirs_here(d) ? AL_ERR : AL_OK;
     free(d);
     return rc ? rc : gguf_write_file(w, dest);
 }

@@ -165,7 +165,7 @@ static int make_parent(const char *parent, char **made) {
         if (stop || !p) break;
     }
     *made = p;
-    return al_mkdirs(parent);
+    return al_mkdirs_here(parent);
 }
 
 /* Removes parent and its ancestors up to made (each only if empty). */
