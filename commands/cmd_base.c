@@ -38,7 +38,7 @@ static void help_params(Out *out, const Param *ps, bool kw) {
         if (kw) out_printf(out, "  %s%s%s\n", p->name, *mv ? " " : "", mv);
         else out_printf(out, "  %s%s%s\n", p->name, strcmp(mv, p->name) ? "  " : "", strcmp(mv, p->name) ? mv : "");
         out_printf(out, "      %s", p->help ? p->help : "");
-        if (p->def && *p->def) out_printf(out, " (default %s)", p->def);
+        if (p->def && *p->def && !(p->help && strstr(p->help, "(default"))) out_printf(out, " (default %s)", p->def);
         else if (!kw && !p->def) out_printf(out, " (required)");
         out_printf(out, "\n");
     }

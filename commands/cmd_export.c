@@ -257,7 +257,8 @@ static const Param check_pos[] = {
 static const Param check_kw[] = {
     { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
       .help = "a loaded model to compare with (default: the manifest's source)" },
-    PARAM_TOKENS("64", "random tokens per layer (default: the conversion's, as its report drew them)"),
+    PARAM_TOKENS("64", "random tokens per layer (default: the conversion's, as its report drew them; 64 where it "
+                       "recorded none, and for truncate)"),
     PARAM_SEED,
     PARAM_CHECK_TEXT,
     PARAM_TO,

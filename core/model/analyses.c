@@ -319,11 +319,11 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
     if (dsv4_reason(m, "compare", why, cap)) return true;
     if (k3_reason(m, "compare", why, cap)) return true;
     if (cfg_is_mla(c))
-        return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
+        return why_set(why, cap, "%s is MLA: it already caches one shared latent of %d + %d values; the "
                        "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
                        c->kv_lora_rank, c->qk_rope_dim);
     if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && !c->rope_first)
-        return why_set(why, cap, "compare: %s has its NoPE dims before its RoPE dims (%d + %d per head): the "
+        return why_set(why, cap, "%s has its NoPE dims before its RoPE dims (%d + %d per head): the "
                        "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
      * evaluator computes them); an output gate and Q/K norms leave the rows of the methods they do not pass

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# cli_new_user.sh -- the smaller wrong answers a new user met at the prompt (rev's review, fixed by ux in s14):
+# echo's quotes, info's doubled "no: compare:", help lines with two defaults, and (below) plurals and Lua counts.
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-new-user shared-cache
+
+# echo reads its text as every command reads an argument: quotes removed, "..."'s escapes applied
+out=$(e 'echo "a b"')
+ok "echo \"a b\" prints a b [$out]" test "$out" = "a b"
+out=$(e "echo 'c  d' e")
+ok "echo 'c  d' e prints c  d e [$out]" test "$out" = "c  d e"
+out=$(e 'echo x "y z" w; echo "t\tu"')
+ok "echo x \"y z\" w; echo \"t\\tu\": two lines, the tab read [$out]" test "$out" = "$(printf 'x y z w\nt\tu')"
+out=$(e 'echo "open')
+ok "echo \"open: an unterminated quote is an error, as for any command" has "$out" "unterminated double quote"
+out=$(e 'echo "a;b" c; echo d')
+ok "echo: a quoted ; stays, an unquoted one ends the command [$out]" test "$out" = "$(printf 'a;b c\nd')"
+
+# info's analysis rows say "no: REASON" once
+out=$(e "load demo-r1; info")
+ok "info: the compare row is not 'no: compare: ...'" hasnt "$out" "no: compare:"
+ok "info: the compare row says why" has "$out" "^compare  *no: demo-r1 is MLA"
+
+# help: one default per argument line (a help text that states its default gets no second one)
+cmds=$(e "help" | awk '/^  [a-z]/ { print $1 }')
+twice=""
+for c in $cmds; do
+    subs=$(e "help $c" | awk '/^sub-commands/ { on = 1; next } on && /^  [a-z]/ { print $1 } on && /^$/ { on = 0 }')
+    for w in "$c" $(for s in $subs; do echo "$c:$s"; done); do
+        h=$(e "help ${w/:/ }")
+        grep -q "(default.*(default" <<<"$h" && twice="$twice ${w/:/ }"
+    done
+done
+ok "no help line gives two defaults [${twice:-none}]" test -z "$twice"
+out=$(e "help check")
+ok "help check: the tokens line says the conversion's tokens, 64 where none was recorded" \
+    has "$out" "default: the conversion's, as its report drew them; 64 where it recorded none"
+cli_done
