@@ -824,7 +824,7 @@ static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
     table_str(t, "total"); table_int(t, rmin); table_int(t, p->rank_max);
     table_int(t, (long long)p->params_before); table_int(t, (long long)p->params_after);
     table_num(t, p->energy_min); table_num(t, p->energy_mean); table_num(t, p->err_max);
-    table_int(t, (long long)kv); table_num(t, (double)kv - (double)(p->kv_before - p->kv_after) / (double)nl);
+    table_int(t, (long long)kv); table_count(t, (double)kv - (double)(p->kv_before - p->kv_after) / (double)nl);
     return t;
 }
 

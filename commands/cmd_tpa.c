@@ -418,8 +418,8 @@ static int kv_row(Table *t, const char *scheme, double values, size_t bytes, siz
     if (table_row(t)) return AL_ERR;
     table_str(t, scheme);
     double b = values * (double)bytes;
-    if (values == floor(values)) table_int(t, (long long)values); else table_num(t, values);   /* Lua: integers stay */
-    if (b == floor(b)) table_int(t, (long long)b); else table_num(t, b);
+    table_count(t, values);
+    table_count(t, b);
     table_int(t, (long long)params);
     return AL_OK;
 }
@@ -542,7 +542,7 @@ static int kv_ctx_xform_rows(Session *s, Model *m, Table *t, size_t N, size_t by
             char type[420];
             snprintf(type, sizeof type, "total KV cache with %s", r.scheme);
             table_str(t, type); table_str(t, ""); table_int(t, (long long)c.layers); table_int(t, (long long)N);
-            if (r.values == floor(r.values)) table_int(t, (long long)r.values); else table_num(t, r.values);
+            table_count(t, r.values);
             table_int(t, llround(v)); table_int(t, llround(v * (double)bytes));
         }
     }
@@ -744,7 +744,7 @@ static int compare_text(Session *s, const Args *a, Out *out) {
         if (table_row(t)) { table_free(t); t = NULL; break; }
         table_str(t, w->method);
         table_str(t, FAMILY_NAMES[w->family]);
-        if (w->ok) table_num(t, w->kv_values); else table_null(t);
+        if (w->ok) table_count(t, w->kv_values); else table_null(t);
         table_str(t, w->setting);
         if (w->ok && !isnan(w->out_err)) table_num(t, w->out_err); else table_null(t);
         if (w->ok && !isnan(w->nll)) { table_num(t, exp(w->nll)); table_num(t, exp(w->nll) / ppl0); }

@@ -104,6 +104,9 @@ static Cell *next_cell(Table *t) {
 
 void table_num(Table *t, double v) { Cell *c = next_cell(t); if (c) { c->kind = CELL_NUM; c->num = v; } }
 void table_int(Table *t, long long v) { Cell *c = next_cell(t); if (c) { c->kind = CELL_INT; c->num = (double)v; } }
+void table_count(Table *t, double v) {
+    if (v == floor(v) && fabs(v) < 9e15) table_int(t, (long long)v); else table_num(t, v);
+}
 void table_bool(Table *t, bool b) { Cell *c = next_cell(t); if (c) { c->kind = CELL_BOOL; c->b = b; } }
 void table_null(Table *t) { next_cell(t); }
 void table_str(Table *t, const char *s) {

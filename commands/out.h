@@ -68,6 +68,9 @@ void table_free(Table *t);
 int table_row(Table *t);
 void table_num(Table *t, double v);
 void table_int(Table *t, long long v);
+/* A count, or a mean of counts (KV values per token over layers): an integer cell when it is whole,
+ * so Lua gets an integer (math.type "integer") as for table_int; else a number. */
+void table_count(Table *t, double v);
 void table_str(Table *t, const char *s);      /* copied; NULL gives a null cell */
 void table_bool(Table *t, bool b);
 void table_null(Table *t);

@@ -233,7 +233,7 @@ Table *ws_mlastrat_rows(const Model *m, const MlastratTable *t) {
         table_str(tb, s->kind == MLASTRAT_MHA2MLA ? (s->svd == MLASTRAT_SVD_SPLIT ? "svd-split" : "svd-joint")
                       : s->kind == MLASTRAT_CARE ? "care" : "pca-bkv");
         table_str(tb, mlastrat_alloc_name(s->alloc));
-        table_num(tb, w->kv_values);
+        table_count(tb, w->kv_values);
         table_int(tb, w->rank_min);
         table_int(tb, w->rank_max);
         MlastratOpts full = *s;

@@ -36,4 +36,40 @@ ok "no help line gives two defaults [${twice:-none}]" test -z "$twice"
 out=$(e "help check")
 ok "help check: the tokens line says the conversion's tokens, 64 where none was recorded" \
     has "$out" "default: the conversion's, as its report drew them; 64 where it recorded none"
+# Lua: every count a command returns is a Lua integer (math.type "integer"), means of counts too when whole
+cat >counts.lua <<'LUA'
+local bad, seen = {}, 0
+local function count_key(k)
+    if k:match("err") or k:match("ppl") or k:match("energy") or k:match("scale") then return false end
+    for _, w in ipairs({"layer", "head", "token", "values", "^kv", "rank", "params", "count", "experts", "bytes",
+                        "window", "dims", "hidden", "rows", "seqlen", "before", "after"}) do
+        if k:match(w) then return true end
+    end
+    return false
+end
+local function walk(v, path)
+    if type(v) == "table" then
+        for k, x in pairs(v) do walk(x, path .. "." .. tostring(k)) end
+    elseif type(v) == "number" then
+        local key = path:match("([%w_]+)$") or ""
+        if count_key(key) then
+            seen = seen + 1
+            if math.type(v) ~= "integer" and v == math.floor(v) then bad[#bad + 1] = path .. "=" .. v end
+        end
+    end
+end
+attn.load("demo-llama")
+walk(attn.info(), "info")
+walk(attn.ranks("vo", {layer = "all"}), "ranks")
+local t, total = attn.truncate("vo", {rank = 4})
+walk(t, "truncate"); walk(total, "truncate.total")
+walk(attn.kv_cache(), "kv_cache")
+walk(attn.kv_cache({context = 100}), "kv_cache_context")
+walk(attn.compare({["kv-budget"] = 64}), "compare")
+print(string.format("counts seen %d; floats where integers belong: %s", seen, #bad > 0 and table.concat(bad, " ") or "none"))
+LUA
+"$B" counts.lua >out.txt 2>err.txt
+out=$(cat out.txt err.txt)
+ok "Lua: counts were returned [$(grep -o 'counts seen [0-9]*' <<<"$out")]" has "$out" "counts seen [1-9][0-9]"
+ok "Lua: every count is an integer [$(grep -o 'belong: .*' <<<"$out" | cut -c1-300)]" has "$out" "floats where integers belong: none"
 cli_done
