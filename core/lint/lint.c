@@ -181,6 +181,79 @@ static bool check_own_mla(Lint *x) {
     return true;
 }
 
+/* Whether two families name their weights alike (each one's class finds the other's tensors). */
+static bool same_layout(const FamilyRow *a, const FamilyRow *b) {
+    return a->keys == b->keys && a->attn == b->attn && a->block == b->block && a->norms == b->norms &&
+           a->ffn == b->ffn && a->moe == b->moe && a->lin == b->lin && a->names == b->names;
+}
+
+/* Appends one item to a "; "-separated list in buf (cut at cap). */
+static void list_add(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void list_add(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    if (n && n + 2 < cap) n += (size_t)snprintf(buf + n, cap - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < cap) vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* What the folder's config sets that the two families' rows read differently ("" when nothing):
+ * a class built from either computes these its own way. */
+static void trait_gaps(const Lint *x, const FamilyRow *a, const FamilyRow *b, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (x->cfg_ok && x->cfg.window_declared > 0 && a->windowed != b->windowed)
+        list_add(buf, cap, "its sliding window of %d tokens (%s's class applies it, %s's does not)",
+                 x->cfg.window_declared, a->windowed ? a->model_type : b->model_type,
+                 a->windowed ? b->model_type : a->model_type);
+    if (a->qkv_bias_always != b->qkv_bias_always || a->bias_default != b->bias_default ||
+        a->o_bias_never != b->o_bias_never)
+        list_add(buf, cap, "the attention biases");
+    if (a->norm != b->norm || a->qk_norm != b->qk_norm) list_add(buf, cap, "the norms");
+    if (a->embed_scaled != b->embed_scaled || a->mup != b->mup) list_add(buf, cap, "the embedding and residual scales");
+    if (a->rope_adjacent != b->rope_adjacent || a->partial_rotary != b->partial_rotary) list_add(buf, cap, "RoPE");
+    if (a->sinks != b->sinks || a->attn_gate != b->attn_gate) list_add(buf, cap, "the attention's sinks and gate");
+}
+
+/* architectures[0] names another class than model_type's (fam). transformers' AutoModelForCausalLM picks the class
+ * by model_type alone (its config class; architectures only chooses among several classes of one config), vLLM,
+ * SGLang and convert_hf_to_gguf.py by architectures[0]: an error for the engines that then refuse the folder -- the
+ * class is not theirs, or its weights are named otherwise --, else a warning naming who builds which class. */
+static void check_arch_other(Lint *x, const FamilyRow *fam) {
+    LintReport *r = x->r;
+    model_family bf;
+    const FamilyRow *b = family_find(NULL, r->arch, &bf) && FAMILY[bf].engines ? &FAMILY[bf] : NULL;
+    unsigned by_arch = LT_VLLM | LT_SGLANG | LT_LLAMACPP;
+    if (!b) {
+        add(x, LINT_WARNING, by_arch, 0, "architectures[0] is '%s', the class of no family lint knows, but model_type "
+            "'%s' is %s: transformers builds %s (AutoModelForCausalLM picks the class by model_type), vLLM, SGLang and "
+            "convert_hf_to_gguf.py look the class up by architectures[0] and refuse a name they do not register; "
+            "make them agree ([\"%s\"])", r->arch, r->model_type, fam->arch, fam->arch, fam->arch);
+        return;
+    }
+    if (b->llamacpp_arch) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", b->llamacpp_arch);
+    unsigned lack = by_arch & ~b->engines;
+    if (lack)
+        add(x, LINT_ERROR, lack, 0, "architectures[0] '%s' (model_type %s's class) has no implementation in this "
+            "engine, which builds the class architectures[0] names; make it %s's %s", r->arch, b->model_type,
+            r->model_type, fam->arch);
+    if (!same_layout(fam, b)) {
+        if (by_arch & b->engines)
+            add(x, LINT_ERROR, by_arch & b->engines, 0, "architectures[0] is '%s' but model_type '%s' is %s: this engine "
+                "builds %s (by architectures[0]), whose weights are named otherwise than this folder's (%s's layout); "
+                "transformers builds %s (by model_type); make them agree ([\"%s\"])", r->arch, r->model_type,
+                fam->arch, r->arch, r->model_type, fam->arch, fam->arch);
+        return;
+    }
+    char gaps[400];
+    trait_gaps(x, fam, b, gaps, sizeof gaps);
+    add(x, LINT_WARNING, LT_ALL, 0, "architectures[0] is '%s' but model_type '%s' is %s: transformers builds %s "
+        "(AutoModelForCausalLM picks the class by model_type), vLLM and SGLang build %s and convert_hf_to_gguf.py "
+        "converts as %s (by architectures[0]); both families name their weights alike, so every engine loads "
+        "them%s%s; make them agree ([\"%s\"])", r->arch, r->model_type, fam->arch, fam->arch, r->arch, r->arch,
+        gaps[0] ? ", but the two families' classes differ in what this config sets: " : "", gaps, fam->arch);
+}
+
 /* model_type and architectures against the table. */
 static void check_family(Lint *x) {
     LintReport *r = x->r;
@@ -207,9 +280,7 @@ static void check_family(Lint *x) {
             "SGLang pick the model class from architectures[0], and convert_hf_to_gguf.py too; add [\"%s\"]",
             fam ? fam->arch : "<the family's class>");
     else if (fam && strcmp(a0->valuestring, fam->arch))
-        add(x, LINT_ERROR, LT_ALL, 0, "architectures[0] is '%s' but model_type '%s' is %s: vLLM, SGLang and the GGUF "
-            "converter build the class architectures names, transformers the one model_type names; make them agree",
-            r->arch, r->model_type, fam->arch);
+        check_arch_other(x, fam);
 }
 
 /* ================================================================ files */
