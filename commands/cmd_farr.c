@@ -379,7 +379,7 @@ static Table *ranks_summary(farr_kind kind, const FarrRankRow *rows, size_t n) {
         table_int(t, rows[i].layer); table_int(t, (long long)m);
         table_int(t, amin); table_int(t, amax); table_int(t, bmin); table_int(t, bmax);
         table_int(t, lo->rank_fused);
-        table_num(t, m % 2 ? f[m / 2] : 0.5 * (f[m / 2 - 1] + f[m / 2]));
+        table_count(t, m % 2 ? f[m / 2] : 0.5 * (f[m / 2 - 1] + f[m / 2]));
         table_int(t, hi->rank_fused); table_int(t, lo->head); table_int(t, hi->head);
         i = j;
     }

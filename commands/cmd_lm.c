@@ -151,7 +151,7 @@ static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
         if (rc == AL_OK) out_printf(out, "wrote %zu ids to %s\n", n, to);
     } else
         out_write(out, OUT_STDOUT, line, k);
-    if (rc == AL_OK) rc = out_array(out, vals, n);
+    if (rc == AL_OK) rc = out_array_int(out, vals, n);   /* ids: Lua integers */
     out->written = true;
     free(line);
     free(vals);

@@ -359,6 +359,7 @@ void out_reset(Out *o) {
     free(o->arr);
     free(o->str);
     o->table = NULL; o->arr = NULL; o->str = NULL;
+    o->arr_int = false;
     o->narr = 0; o->num = 0;
     o->kind = RES_NONE;
     o->written = false;
@@ -433,6 +434,12 @@ void out_number(Out *o, double v) { out_reset(o); o->kind = RES_NUMBER; o->num =
 void out_string(Out *o, const char *s) {
     out_reset(o);
     o->str = al_strdup(s ? s : "");
+int out_array_int(Out *o, const double *v, size_t n) {
+    if (out_array(o, v, n) != AL_OK) return AL_ERR;
+    o->arr_int = true;
+    return AL_OK;
+}
+
     o->kind = o->str ? RES_STRING : RES_NONE;
 }
 

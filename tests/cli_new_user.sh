@@ -4,6 +4,7 @@
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-new-user shared-cache
+cli_need_model stories260K-hf/model.safetensors
 
 # echo reads its text as every command reads an argument: quotes removed, "..."'s escapes applied
 out=$(e 'echo "a b"')
@@ -52,7 +53,7 @@ local function walk(v, path)
         for k, x in pairs(v) do walk(x, path .. "." .. tostring(k)) end
     elseif type(v) == "number" then
         local key = path:match("([%w_]+)$") or ""
-        if count_key(key) then
+        if count_key(key) or key:match("^token_ids") or path:match("^tokenize") then
             seen = seen + 1
             if math.type(v) ~= "integer" and v == math.floor(v) then bad[#bad + 1] = path .. "=" .. v end
         end
@@ -66,6 +67,9 @@ walk(t, "truncate"); walk(total, "truncate.total")
 walk(attn.kv_cache(), "kv_cache")
 walk(attn.kv_cache({context = 100}), "kv_cache_context")
 walk(attn.compare({["kv-budget"] = 64}), "compare")
+walk(attn.ranks("vo", {layer = "all", summary = true}), "ranks_summary")
+attn.load(os.getenv("ATTNLAB_MODELS") .. "/stories260K-hf")
+walk({token_ids = attn.tokenize("Once upon a time")}, "tokenize")
 print(string.format("counts seen %d; floats where integers belong: %s", seen, #bad > 0 and table.concat(bad, " ") or "none"))
 LUA
 "$B" counts.lua >out.txt 2>err.txt
