@@ -310,14 +310,19 @@ static int format_of_path(const char *path) {
     return -1;
 }
 
-int table_write_file(const Out *o, const Table *t, const char *path, int prec) {
-    int f = format_of_path(path);
-    if (f < 0) {
+int table_path_check(const Out *o, const char *path) {
+    if (format_of_path(path) < 0) {
         const char *dot = strrchr(path, '.');
+        if (dot && strchr(dot, '/')) dot = NULL;
         return al_err("cannot write a table to '%s': the extension %s%s%s is not .csv or .json "
                       "(name the file FILE.csv or FILE.json)", path, dot ? "'" : "", dot ? dot : "(none)", dot ? "'" : "");
     }
-    if (out_may_write(o, path) != AL_OK) return AL_ERR;
+    return out_may_write(o, path);
+}
+
+int table_write_file(const Out *o, const Table *t, const char *path, int prec) {
+    if (table_path_check(o, path) != AL_OK) return AL_ERR;
+    int f = format_of_path(path);
     char *text = render_with(t, (out_format)f, prec, o);
     if (!text) return AL_ERR;
     int rc = out_write_file(o, path, text, strlen(text));

@@ -92,6 +92,9 @@ struct Out;
  * naming the extension), through out_write_file (o's write guard, folder made, atomic); CSV gets
  * o's context columns (Out.ctx). */
 int table_write_file(const struct Out *o, const Table *t, const char *path, int prec);
+/* Whether a table may go to path: a .csv or .json name the write guard allows (AL_ERR saying what to name it).
+ * cmd_dispatch asks it of a table's `to FILE` before the command runs. */
+int table_path_check(const struct Out *o, const char *path);
 
 /* ================================================================ Out */
 

@@ -820,6 +820,9 @@ int cmd_dispatch(Session *s, const Args *a, Out *out) {
     out->may_write = write_guard_check;      /* never into a loaded model's folder */
     out->may_write_ud = s;
     dispatch_context(s, a, out);
+    for (size_t i = 0; i < a->nkw; i++)        /* a table's `to FILE`: refused before the work, not after */
+        if (a->kw[i].given && a->kw[i].p && (a->kw[i].p->flags & PF_TABLE_TO) && table_path_check(out, a->kw[i].s))
+            return AL_ERR;
     if (al_interrupted()) return al_err("interrupted");
     al_err_clear();
     const Args *outer = running;

@@ -5,7 +5,9 @@
 #include "cmd_shell.h"
 #include "commands.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "exec.h"
 #include "history.h"
@@ -26,6 +28,8 @@ static int cmd_run(Session *s, const Args *a, Out *out) {
     ShellState *st = shell_state(s);
     if (!st) return AL_ERR;
     if (st->depth >= 16) return al_err("run %s: files run each other more than 16 deep (a loop?)", path);
+    struct stat sb;                        /* Lua's own "cannot open" read as no error of the shell's */
+    if (stat(path, &sb) != 0) return al_err("run: cannot open '%s' (%s)", path, strerror(errno));
     st->depth++;
     int rc = n > 4 && !strcmp(path + n - 4, ".lua") ? shell_lua_file(s, path, 0, NULL, out)
                                                      : shell_run_commands_file(s, path, out);

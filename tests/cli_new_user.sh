@@ -76,4 +76,12 @@ LUA
 out=$(cat out.txt err.txt)
 ok "Lua: counts were returned [$(grep -o 'counts seen [0-9]*' <<<"$out")]" has "$out" "counts seen [1-9][0-9]"
 ok "Lua: every count is an integer [$(grep -o 'belong: .*' <<<"$out" | cut -c1-300)]" has "$out" "floats where integers belong: none"
+# run: a missing Lua file is an error of the shell's, as a missing command file is
+out=$(e "run /nonexistent-ux.lua")
+ok "run FILE.lua: a missing file says error: run: cannot open [$out]" has "$out" "^error: run: cannot open '/nonexistent-ux.lua'"
+
+# a table's `to FILE` with another extension is refused before the command's work
+out=$(e "load demo-llama; ranks vo all to r.txt")
+ok "ranks ... to r.txt: the error" has "$out" "^error: cannot write a table to 'r.txt': the extension '.txt'"
+ok "  before the ranks were computed" hasnt "$out" "effective ranks"
 cli_done
