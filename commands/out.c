@@ -69,7 +69,7 @@ Table *table_new_v(size_t ncols, const char *const *names) {
 
 Table *table_new(size_t ncols, ...) {
     const char *names[64];
-    if (ncols > 64) { al_err("table_new: %zu columns (at most 64; use table_new_v)", ncols); return NULL; }
+    if (ncols > 64) { al_err("table_new: %zu column%s (at most 64; use table_new_v)", ncols, al_s(ncols)); return NULL; }
     va_list ap;
     va_start(ap, ncols);
     for (size_t j = 0; j < ncols; j++) names[j] = va_arg(ap, const char *);
@@ -434,17 +434,17 @@ int out_array(Out *o, const double *v, size_t n) {
     return AL_OK;
 }
 
-void out_number(Out *o, double v) { out_reset(o); o->kind = RES_NUMBER; o->num = v; }
-
-void out_string(Out *o, const char *s) {
-    out_reset(o);
-    o->str = al_strdup(s ? s : "");
 int out_array_int(Out *o, const double *v, size_t n) {
     if (out_array(o, v, n) != AL_OK) return AL_ERR;
     o->arr_int = true;
     return AL_OK;
 }
 
+void out_number(Out *o, double v) { out_reset(o); o->kind = RES_NUMBER; o->num = v; }
+
+void out_string(Out *o, const char *s) {
+    out_reset(o);
+    o->str = al_strdup(s ? s : "");
     o->kind = o->str ? RES_STRING : RES_NONE;
 }
 
@@ -454,7 +454,7 @@ int out_table_to(Out *o, const char *to, Table *t) {
     if (!to) return AL_OK;
     if (table_write_file(o, t, to, o->prec) != AL_OK) return AL_ERR;
     o->written = true;
-    out_printf(o, "wrote %zu row%s to %s\n", t->nrows, t->nrows == 1 ? "" : "s", to);
+    out_printf(o, "wrote %zu row%s to %s\n", t->nrows, al_s(t->nrows), to);
     return AL_OK;
 }
 

@@ -126,10 +126,10 @@ typedef struct Out {
     Table *table;          /*   RES_TABLE */
     double *arr;           /*   RES_ARRAY (narr) */
     size_t narr;
+    bool arr_int;          /*   ... of whole numbers (token ids): Lua gets integers (out_array_int) */
     double num;            /*   RES_NUMBER */
     char *str;             /*   RES_STRING */
     bool written;          /* the result went to a file (`to FILE`): do not print it again */
-    bool arr_int;          /*   ... of whole numbers (token ids): Lua gets integers (out_array_int) */
     out_quiet quiet;       /* OUT_LOUD unless the front end silences narration (above) */
     /* The check every file a command writes (not exports) goes through: AL_OK or an error.
        cmd_dispatch installs write_guard_check (commands/write_guard.h: never into a loaded
@@ -175,11 +175,11 @@ void out_note_nan(Out *o, const char *row_fmt, ...) __attribute__((format(printf
 /* Results (replace any previous result; the Out takes ownership of t / copies arr, s). */
 void out_table(Out *o, Table *t);
 int out_array(Out *o, const double *v, size_t n);
+/* The same for whole numbers -- ids, counts --, which Lua gets as integers (math.type "integer"). */
+int out_array_int(Out *o, const double *v, size_t n);
 void out_number(Out *o, double v);
 void out_string(Out *o, const char *s);
 
-/* The same for whole numbers -- ids, counts --, which Lua gets as integers (math.type "integer"). */
-int out_array_int(Out *o, const double *v, size_t n);
 /* The one-line helper for table commands: when to (the `to` keyword's value) is not NULL, writes t there
  * (CSV/JSON by extension, atomically), prints "wrote N rows to FILE" and marks the result
  * written; the table stays the result either way (Lua gets it). Takes ownership of t.

@@ -515,7 +515,7 @@ int cmd_validate(const Command *c, const char *prefix) {
     if (!c->help || !*c->help) return al_err("%s: no long help (.help)", path);
     if (!c->fn == !c->sub) return al_err("%s: needs exactly one of a handler (.fn) or sub-commands (.sub)", path);
     if (c->sub && (c->pos || c->kw)) return al_err("%s: a command with sub-commands takes its parameters in them", path);
-    if (nparams(c->pos) > ARGS_MAX || nparams(c->kw) > ARGS_MAX) return al_err("%s: more than %d parameters", path, ARGS_MAX);
+    if (nparams(c->pos) > ARGS_MAX || nparams(c->kw) > ARGS_MAX) return al_err("%s: more than %d parameter%s", path, ARGS_MAX, al_s(ARGS_MAX));
     if (validate_params(path, c->pos, true) || validate_params(path, c->kw, false)) return AL_ERR;
     for (const Param *p = c->kw; p && p->name; p++)
         for (const Param *q = c->pos; q && q->name; q++)

@@ -76,6 +76,27 @@ LUA
 out=$(cat out.txt err.txt)
 ok "Lua: counts were returned [$(grep -o 'counts seen [0-9]*' <<<"$out")]" has "$out" "counts seen [1-9][0-9]"
 ok "Lua: every count is an integer [$(grep -o 'belong: .*' <<<"$out" | cut -c1-300)]" has "$out" "floats where integers belong: none"
+# counts print the singular for one (al_s): "1 layer", "1 KV head", "1 token"
+run -e "synth demo-llama base"
+ok "synth demo-llama" test "$(rc)" = 0
+for d in one:1:2 kv1:4:1; do
+    IFS=: read -r name layers kv <<<"$d"
+    cp -r base "$name"
+    python3 - "$name" "$layers" "$kv" <<'PY'
+import json, sys
+d, layers, kv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+c = json.load(open(f"{d}/config.json")); c["num_hidden_layers"] = layers; c["num_key_value_heads"] = kv
+json.dump(c, open(f"{d}/config.json", "w"), indent=1)
+PY
+done
+echo 5 >one_id.txt
+out=$(e "load one")
+ok "load: 1 layer [$out]" has "$out" "^loaded one: llama, 1 layer, 8 heads (2 KV)"
+out=$(e "load one; ppl ids one_id.txt")
+ok "ppl: has 1 token [$out]" has "$out" "one_id.txt has 1 token; at least 2"
+out=$(e "load kv1")
+ok "a 1-KV-head config: 1 KV head [$out]" has "$out" "8 heads, 1 KV head, hidden 256"
+
 # run: a missing Lua file is an error of the shell's, as a missing command file is
 out=$(e "run /nonexistent-ux.lua")
 ok "run FILE.lua: a missing file says error: run: cannot open [$out]" has "$out" "^error: run: cannot open '/nonexistent-ux.lua'"

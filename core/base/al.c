@@ -88,7 +88,7 @@ bool al_warn_pop(char *buf, size_t cap) {
         unsigned rep = warn_rep[warn_head];
         warn_head = (warn_head + 1) % WARN_MAX;
         warn_len--;
-        if (cap && rep > 1) snprintf(buf, cap, "%s (%u times)", w ? w : "", rep);
+        if (cap && rep > 1) snprintf(buf, cap, "%s (%u time%s)", w ? w : "", rep, al_s(rep));
         else if (cap) snprintf(buf, cap, "%s", w ? w : "");
         free(w);
         got = true;
@@ -125,7 +125,7 @@ bool al_mul_ok(size_t a, size_t b, size_t *out, const char *what) {
 
 void *al_malloc(size_t n, const char *what) {
     void *p = malloc(n ? n : 1);
-    if (!p) al_err("out of memory allocating %zu bytes for %s", n, what ? what : "a buffer");
+    if (!p) al_err("out of memory allocating %zu byte%s for %s", n, al_s(n), what ? what : "a buffer");
     return p;
 }
 

@@ -97,6 +97,10 @@ int al_check_regular(const char *path, const char *kind);
  * terminal), cut to fit cap bytes; returns buf. */
 const char *al_printable(const char *s, char *buf, size_t cap);
 
+/* The plural ending of a counted noun: "s", or "" for one -- "%d layer%s", n, al_s(n) prints "1 layer", "4 layers".
+ * Every message that counts goes through it. */
+static inline const char *al_s(long long n) { return n == 1 ? "" : "s"; }
+
 /* mkdir -p: creates path and its missing parents; an error names the folder that failed. */
 int al_mkdirs(const char *path);
 /* The folder rule of every command that writes (tables, figures, exports, checkpoints): creates

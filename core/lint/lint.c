@@ -203,8 +203,8 @@ static void list_add(char *buf, size_t cap, const char *fmt, ...) {
 static void trait_gaps(const Lint *x, const FamilyRow *a, const FamilyRow *b, char *buf, size_t cap) {
     buf[0] = 0;
     if (x->cfg_ok && x->cfg.window_declared > 0 && a->windowed != b->windowed)
-        list_add(buf, cap, "its sliding window of %d tokens (%s's class applies it, %s's does not)",
-                 x->cfg.window_declared, a->windowed ? a->model_type : b->model_type,
+        list_add(buf, cap, "its sliding window of %d token%s (%s's class applies it, %s's does not)",
+                 x->cfg.window_declared, al_s(x->cfg.window_declared), a->windowed ? a->model_type : b->model_type,
                  a->windowed ? b->model_type : a->model_type);
     if (a->qkv_bias_always != b->qkv_bias_always || a->bias_default != b->bias_default ||
         a->o_bias_never != b->o_bias_never)
@@ -420,7 +420,7 @@ static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
     if (unlisted)
         add(x, LINT_WARNING, LT_ALL, 0, "weight_map does not list %zu tensor%s the shards hold (first: %s): "
             "transformers reports them missing and loaders that plan from the index skip them; list every tensor",
-            unlisted, unlisted == 1 ? "" : "s", first);
+            unlisted, al_s(unlisted), first);
     cJSON_ArrayForEach(it, wm) {
         char name[160];
         const LTensor *t = find(x, it->string);
@@ -438,12 +438,12 @@ static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
     }
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"), "total_size");
     if (!cJSON_IsNumber(ts))
-        add(x, LINT_ADVISORY, LT_ALL, 0, "the index has no metadata.total_size (%zu bytes of tensors): loaders do not "
-            "need it, tools that size downloads and device maps do", total);
+        add(x, LINT_ADVISORY, LT_ALL, 0, "the index has no metadata.total_size (%zu byte%s of tensors): loaders do not "
+            "need it, tools that size downloads and device maps do", total, al_s(total));
     else if (ts->valuedouble != (double)total)
-        add(x, LINT_WARNING, LT_ALL, 0, "the index's metadata.total_size is %.0f but the tensors hold %zu bytes: "
+        add(x, LINT_WARNING, LT_ALL, 0, "the index's metadata.total_size is %.0f but the tensors hold %zu byte%s: "
             "accelerate's device maps and download tools trust it; write the sum of tensor bytes", ts->valuedouble,
-            total);
+            total, al_s(total));
 }
 
 /* The folder's *.safetensors files the index does not name (names[0..n)). */
@@ -552,7 +552,7 @@ static void check_dtypes(Lint *x) {
             "\"weight_block_size\": [128, 128], \"activation_scheme\": \"dynamic\"}");
     for (int d = DT_I8; d < DT_COUNT; d++)
         if (bytes[d])
-            add(x, LINT_ADVISORY, LT_ALL, 0, "%zu bytes of %s tensors: not weights any float loader reads", bytes[d],
+            add(x, LINT_ADVISORY, LT_ALL, 0, "%zu byte%s of %s tensors: not weights any float loader reads", bytes[d], al_s(bytes[d]),
                 dt_name((dt_type)d));
     dt_type main = DT_INVALID;                       /* the float dtype holding most bytes, FP8 aside */
     const dt_type floats[] = {DT_F32, DT_F16, DT_BF16, DT_F64};
@@ -804,8 +804,8 @@ static void check_fp4_lists(Lint *x) {
     if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"))) return;
     if (x->fp4_listed)
         add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s is stored in FP4 but quantization_config lists it as not "
-            "quantized ('%s'; %zu modules like it): engines build a plain linear and read the packed codes as weights; "
-            "remove it from the list", x->fp4_first, listed_unquantized(x, x->fp4_first), x->fp4_listed);
+            "quantized ('%s'; %zu module%s like it): engines build a plain linear and read the packed codes as weights; "
+            "remove it from the list", x->fp4_first, listed_unquantized(x, x->fp4_first), x->fp4_listed, al_s(x->fp4_listed));
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"), *it;
     for (size_t k = 0; k < sizeof NOT_QUANT_KEYS / sizeof *NOT_QUANT_KEYS; k++)
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(q, NOT_QUANT_KEYS[k])) {
@@ -836,9 +836,9 @@ static void check_fp4_lists(Lint *x) {
 static void stored_plain(Lint *x, const QuantConfig *q, const char *mod, quant_enc e, size_t n) {
     bool fp8 = e == QENC_FP8_BLOCK || e == QENC_FP8_SCALE;
     add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, fp8 ? LT_VLLM | LT_SGLANG : 0, "%s.weight is stored unquantized "
-        "but the quantization config (%s) makes it %s (%zu modules like it): transformers %s; vLLM and SGLang skip "
+        "but the quantization config (%s) makes it %s (%zu module%s like it): transformers %s; vLLM and SGLang skip "
         "their missing-weight check for a quantized model and %s; list it as not quantized", mod, q->where,
-        quant_enc_name(e), n, !strcmp(q->method, "fp8") ? "refuses it (\"Expect quantized weights but got an "
+        quant_enc_name(e), n, al_s(n), !strcmp(q->method, "fp8") ? "refuses it (\"Expect quantized weights but got an "
         "unquantized weight\")" : "finds none of its codes or scales", fp8 ? "cast its values into the FP8 "
         "parameter, whose scale is never set" : "refuse its unpacked shape");
 }
@@ -937,7 +937,7 @@ static void scale_values(Lint *x, const Store *s) {
             "infinite activations; attnlab's load refuses it", n, n == 1 ? " has" : "s have", first);
     if (skipped)
         add(x, LINT_ADVISORY, LT_ALL, LT_ALL, "the block scales of %zu FP4 / INT4 weights were not read (past lint's "
-            "%zu bytes of them): `ppl` or `calibrate` checks them as it reads them", skipped, fp4_scale_budget());
+            "%zu byte%s of them): `ppl` or `calibrate` checks them as it reads them", skipped, fp4_scale_budget(), al_s(fp4_scale_budget()));
 }
 
 /* Whether module m is stored, in any encoding (quant_found: "<m>.weight", "_packed", "_blocks"). */
@@ -1301,14 +1301,14 @@ static char *agg_list(Lint *x, agg_kind kind, bool *norm) {
         if (norm && kv_norm && strstr(a->pattern, kv_norm->name)) *norm = true;
         if (shown == 8) { more++; continue; }
         char like[224] = "";
-        if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+        if (a->count > 1) snprintf(like, sizeof like, " (%zu tensor%s like it: %s)", a->count, al_s(a->count), a->pattern);
         char *n = al_asprintf("%s%s%s%s", s ? s : "", s ? ", " : "", a->first, like);
         free(s);
         if (!(s = n)) { x->oom = true; return NULL; }
         shown++;
     }
     if (more) {
-        char *n = al_asprintf("%s and %zu more kind%s", s, more, more == 1 ? "" : "s");
+        char *n = al_asprintf("%s and %zu more kind%s", s, more, al_s(more));
         free(s);
         if (!(s = n)) x->oom = true;
     }
@@ -1334,7 +1334,7 @@ static void emit_aggs(Lint *x) {
         if (x->agg[i].kind == AGG_SHAPE) {
             const Agg *a = &x->agg[i];
             char like[224] = "";
-            if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+            if (a->count > 1) snprintf(like, sizeof like, " (%zu tensor%s like it: %s)", a->count, al_s(a->count), a->pattern);
             add(x, LINT_ERROR, LT_ALL, 0, "%s%s: loaders refuse a size mismatch; fix config.json or the tensor",
                 a->first, like);
         }
