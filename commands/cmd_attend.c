@@ -143,8 +143,8 @@ static void attend_traits(const Model *m, int layer, int head, char *buf, size_t
     if (cfg_is_mla(c) && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; MLA");
     if (cfg_kv_source(c, layer) != layer && k < cap)        /* Gemma 4's KV-shared layers */
         k += (size_t)snprintf(buf + k, cap - k, "; keys of layer %d", cfg_kv_source(c, layer));
-    if (w && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; sliding window of %zu tokens", w);
-    if (ch && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; chunks of %zu tokens", ch);
+    if (w && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; sliding window of %zu token%s", w, al_s(w));
+    if (ch && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; chunks of %zu token%s", ch, al_s(ch));
     if (c->attn_softcap > 0 && k < cap) k += (size_t)snprintf(buf + k, cap - k, "; soft-cap %g", c->attn_softcap);
     if (k && k + 1 < cap) {                     /* "; a; b" -> " (a; b)" */
         buf[0] = ' ';
@@ -169,7 +169,7 @@ static int cmd_attend(Session *s, const Args *a, Out *out) {
     if (rc == AL_OK && out_narrates(out)) {
         char traits[256];
         attend_traits(m, (int)args_int(a, "layer"), (int)args_int(a, "head"), traits, sizeof traits);
-        out_printf(out, "%s layer %ld head %ld on %zu tokens%s\n", m->name, args_int(a, "layer"), args_int(a, "head"), T,
+        out_printf(out, "%s layer %ld head %ld on %zu token%s%s\n", m->name, args_int(a, "layer"), args_int(a, "head"), T, al_s(T),
                    traits);
         if (p.sink > 0)
             out_printf(out, "sink: the head's sink logit takes %.1f%% of the weight per row on average (rows sum to "
@@ -272,7 +272,7 @@ static int cmd_ablate(Session *s, const Args *a, Out *out) {
     if (rc == AL_OK && !t) rc = AL_ERR;
     if (rc == AL_OK) {
         if (out_narrates(out))
-            out_printf(out, "%s: ppl %.6g intact (%zu tokens predicted in windows of %zu)%s\n", m->name, exp(b.nll), b.tokens, L,
+            out_printf(out, "%s: ppl %.6g intact (%zu token%s predicted in windows of %zu)%s\n", m->name, exp(b.nll), b.tokens, al_s(b.tokens), L,
                        xform_newest(s, m, NULL) ? "; the loaded model: its transformations are not ablated" : "");
         rc = ablate_run(pa, a, c, (int)lo, (int)hi, t, exp(b.nll));
     }

@@ -38,7 +38,7 @@ static void help_params(Out *out, const Param *ps, bool kw) {
         if (kw) out_printf(out, "  %s%s%s\n", p->name, *mv ? " " : "", mv);
         else out_printf(out, "  %s%s%s\n", p->name, strcmp(mv, p->name) ? "  " : "", strcmp(mv, p->name) ? mv : "");
         out_printf(out, "      %s", p->help ? p->help : "");
-        if (p->def && *p->def) out_printf(out, " (default %s)", p->def);
+        if (p->def && *p->def && !(p->help && strstr(p->help, "(default"))) out_printf(out, " (default %s)", p->def);
         else if (!kw && !p->def) out_printf(out, " (required)");
         out_printf(out, "\n");
     }
@@ -134,8 +134,8 @@ static int cmd_load(Session *s, const Args *a, Out *out) {
     const char *as = args_str(a, "as");
     if (session_load(s, args_str(a, "model"), as, &m)) return AL_ERR;
     const ModelConfig *c = &m->cfg;
-    out_printf(out, "loaded %s: %s, %d layers, %d heads (%d KV), hidden %d, %s -- %s\n", m->name,
-               model_family_name(c->family), c->n_layers, c->n_heads, c->n_kv_heads, c->hidden,
+    out_printf(out, "loaded %s: %s, %d layer%s, %d head%s (%d KV), hidden %d, %s -- %s\n", m->name,
+               model_family_name(c->family), c->n_layers, al_s(c->n_layers), c->n_heads, al_s(c->n_heads), c->n_kv_heads, c->hidden,
                model_dtype_name(m), m->path);
     out_string(out, m->name);
     out->written = true;      /* the name is for Lua; the line above says it at the prompt */
@@ -230,8 +230,8 @@ static void info_gguf_tokenizer(Table *t, cJSON *o, const Model *m) {
     char *path = NULL, row[320];
     Tokenizer *tk = NULL;
     if (tok_find(m->path, &path) == AL_OK && tok_open(path, &tk) == AL_OK)
-        snprintf(row, sizeof row, "%s: %s, %zu ids, BOS %d, EOS %d%s", tok_embedded(tk) ? "embedded (tokenizer.ggml.*)" :
-                 path, tok_name(tk), tok_vocab(tk), tok_bos(tk), tok_eos(tk),
+        snprintf(row, sizeof row, "%s: %s, %zu id%s, BOS %d, EOS %d%s", tok_embedded(tk) ? "embedded (tokenizer.ggml.*)" :
+                 path, tok_name(tk), tok_vocab(tk), al_s(tok_vocab(tk)), tok_bos(tk), tok_eos(tk),
                  tok_embedded(tk) ? "; ppl, generate and tokenize use it" : "");
     else snprintf(row, sizeof row, "none read: %s", al_errmsg());
     al_err_clear();
@@ -314,7 +314,7 @@ static void info_layer_attention(const ModelConfig *c, int L, char *buf, size_t 
     if (cfg_per_type_dims(c) && cfg_layer_full_type(c, L)) {
         ModelConfig f;
         cfg_full_view(c, &f);
-        snprintf(more, sizeof more, "; head_dim %d, %d KV heads", cfg_d_qk(&f), f.n_kv_heads);
+        snprintf(more, sizeof more, "; head_dim %d, %d KV head%s", cfg_d_qk(&f), f.n_kv_heads, al_s(f.n_kv_heads));
     }
     if (cfg_kv_source(c, L) != L)
         snprintf(more + strlen(more), sizeof more - strlen(more), "; K/V of layer %d", cfg_kv_source(c, L));
@@ -377,9 +377,9 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
     const RoleName *q = cfg_role(c, ROLE_IDX_Q_B), *k = cfg_role(c, ROLE_IDX_K), *n = cfg_role(c, ROLE_IDX_K_NORM),
                    *p = cfg_role(c, ROLE_IDX_W);                /* the names by role (family.c) */
     if (!q || !k || !n || !p) return;
-    snprintf(v, sizeof v, "%s [%lld, %d], %s [%lld, %d], %s [%lld] + bias, %s [%lld, %d]: %lld weights per layer; its "
-             "keys add %lld values per token per layer to the cache", q->name, IH * ID, c->q_lora_rank, k->name, ID,
-             c->hidden, n->name, ID, p->name, IH, c->hidden, w, ID);
+    snprintf(v, sizeof v, "%s [%lld, %d], %s [%lld, %d], %s [%lld] + bias, %s [%lld, %d]: %lld weight%s per layer; its "
+             "keys add %lld value%s per token per layer to the cache", q->name, IH * ID, c->q_lora_rank, k->name, ID,
+             c->hidden, n->name, ID, p->name, IH, c->hidden, w, al_s(w), ID, al_s(ID));
     info_str(t, o, "indexer_weights", v);
     snprintf(v, sizeof v, "positions below %lld attend to every earlier key (dense: the selection keeps them all); "
              "later ones to the %lld of highest index score (indexer_shared_layers: the last full layer's); QK and "
@@ -397,8 +397,8 @@ static void info_indexer(Table *t, cJSON *o, const ModelConfig *c) {
 /* A Mamba-2 hybrid's SSM dims, Nemotron-H's block pattern and Granite's multipliers. */
 static void info_mamba(Table *t, cJSON *o, const ModelConfig *c) {
     char row[512];
-    snprintf(row, sizeof row, "%d heads x %d, n_groups %d, ssm_state_size %d, conv kernel %d%s; its state is constant per "
-             "sequence (no KV cache)", c->lin.v_heads, c->lin.dv, c->lin.k_heads, c->lin.dk, c->lin.conv,
+    snprintf(row, sizeof row, "%d head%s x %d, n_groups %d, ssm_state_size %d, conv kernel %d%s; its state is constant per "
+             "sequence (no KV cache)", c->lin.v_heads, al_s(c->lin.v_heads), c->lin.dv, c->lin.k_heads, c->lin.dk, c->lin.conv,
              c->lin.conv_bias ? " with bias" : "");
     info_str(t, o, "mamba2", row);
     if (c->lin.blocks) {
@@ -419,13 +419,13 @@ static void info_per_type(Table *t, cJSON *o, const ModelConfig *c) {
     char row[640];
     const RopeSpec *r = &c->rope_spec;
     int hd = c->global_head_dim ? c->global_head_dim : cfg_d_qk(c), pairs = (int)floor(r->prop_factor * hd / 2);
-    snprintf(row, sizeof row, "sliding: head_dim %d, %d KV heads, RoPE theta %g (rotate_half over the head); full: "
-             "head_dim %d, %d KV heads, RoPE theta %g %s", cfg_d_qk(c), c->n_kv_heads, r->local_theta, hd,
-             c->global_kv_heads, r->theta, r->prop_factor > 0 ? "proportional" : "over the head");
+    snprintf(row, sizeof row, "sliding: head_dim %d, %d KV head%s, RoPE theta %g (rotate_half over the head); full: "
+             "head_dim %d, %d KV head%s, RoPE theta %g %s", cfg_d_qk(c), c->n_kv_heads, al_s(c->n_kv_heads), r->local_theta, hd,
+             c->global_kv_heads, al_s(c->global_kv_heads), r->theta, r->prop_factor > 0 ? "proportional" : "over the head");
     if (r->prop_factor > 0)
         snprintf(row + strlen(row), sizeof row - strlen(row), " %g: pairs (j, j + %d) for j < %d turn at theta^(-2j/%d), "
-                 "the other %d pairs carry no position (QK over those dims is position-free)", r->prop_factor, hd / 2,
-                 pairs, hd, hd / 2 - pairs);
+                 "the other %d pair%s carry no position (QK over those dims is position-free)", r->prop_factor, hd / 2,
+                 pairs, hd, hd / 2 - pairs, al_s(hd / 2 - pairs));
     info_str(t, o, "layer_types_attention", row);
     info_str(t, o, "v_norm", "values RMS-normed per head without a weight; softmax scale 1 (q_norm / k_norm set the "
              "logits' size)");
@@ -440,20 +440,20 @@ static void info_per_type(Table *t, cJSON *o, const ModelConfig *c) {
         }
         if (at < sizeof row)
             snprintf(row + at, sizeof row - at, " (no k_proj / v_proj of their own: they attend to the source layer's "
-                     "K / V; the KV cache counts them once, in their source; kv_bytes_per_token covers %d layers)",
-                     cfg_n_kv_layers(c));
+                     "K / V; the KV cache counts them once, in their source; kv_bytes_per_token covers %d layer%s)",
+                     cfg_n_kv_layers(c), al_s(cfg_n_kv_layers(c)));
         info_str(t, o, "kv_shared_layers", row);
     }
     if (c->ple_dim > 0) {
-        snprintf(row, sizeof row, "%d per layer (embed_tokens_per_layer of %d tokens, per_layer_model_projection): each "
+        snprintf(row, sizeof row, "%d per layer (embed_tokens_per_layer of %d token%s, per_layer_model_projection): each "
                  "layer adds norm(per_layer_projection(act(per_layer_input_gate(x)) x its input)) after its MLP; the "
-                 "attention maps are unchanged", c->ple_dim, c->ple_vocab);
+                 "attention maps are unchanged", c->ple_dim, c->ple_vocab, al_s(c->ple_vocab));
         info_str(t, o, "per_layer_embeddings", row);
     }
     if (c->moe_block_experts > 0) {
-        snprintf(row, sizeof row, "%d experts, top %d of %d wide beside each dense MLP: router softmax over "
+        snprintf(row, sizeof row, "%d expert%s, top %d of %d wide beside each dense MLP: router softmax over "
                  "rmsnorm(x) x scale / sqrt(hidden), top-k renormalised x per_expert_scale; experts on "
-                 "pre_feedforward_layernorm_2(x); the two outputs normed (_1, _2) and summed", c->moe_block_experts,
+                 "pre_feedforward_layernorm_2(x); the two outputs normed (_1, _2) and summed", c->moe_block_experts, al_s(c->moe_block_experts),
                  c->moe_block_topk, c->moe_block_ffn);
         info_str(t, o, "moe_block", row);
     }
@@ -477,8 +477,8 @@ static void info_hybrid(Table *t, cJSON *o, const ModelConfig *c) {
         info_str(t, o, "attention_layers", row);
         if (c->lin.mamba) info_mamba(t, o, c);
         else {
-            snprintf(row, sizeof row, "%d key heads x %d, %d value heads x %d, conv kernel %d", c->lin.k_heads, c->lin.dk,
-                     c->lin.v_heads, c->lin.dv, c->lin.conv);
+            snprintf(row, sizeof row, "%d key head%s x %d, %d value head%s x %d, conv kernel %d", c->lin.k_heads, al_s(c->lin.k_heads), c->lin.dk,
+                     c->lin.v_heads, al_s(c->lin.v_heads), c->lin.dv, c->lin.conv);
             info_str(t, o, "linear_attention", row);
         }
     }
@@ -495,8 +495,8 @@ static void info_llama4(Table *t, cJSON *o, const ModelConfig *c) {
     for (int L = 0, n = 0; L < c->n_layers && strlen(rope) + 8 < sizeof rope; L++)
         if (cfg_layer_rope(c, L)) snprintf(rope + strlen(rope), sizeof rope - strlen(rope), "%s%d", n++ ? ", " : "", L);
     if (c->attn_chunk > 0) {
-        snprintf(row, sizeof row, "layers %s (RoPE) attend within chunks of %d tokens: the query at p sees keys "
-                 "[p - p %% %d, p]; %s%s see every earlier key", rope, c->attn_chunk, c->attn_chunk,
+        snprintf(row, sizeof row, "layers %s (RoPE) attend within chunks of %d token%s: the query at p sees keys "
+                 "[p - p %% %d, p]; %s%s see every earlier key", rope, c->attn_chunk, al_s(c->attn_chunk), c->attn_chunk,
                  nn ? "NoPE layers " : "no NoPE layer", nn ? nope : "");
         info_str(t, o, "chunked_attention", row);
     }
@@ -519,8 +519,8 @@ static void info_llama4(Table *t, cJSON *o, const ModelConfig *c) {
         char *b = cfg_moe_layer(c, L) ? moe : dense;
         if (strlen(b) + 8 < sizeof moe) snprintf(b + strlen(b), sizeof moe - strlen(b), "%s%d", b[0] ? ", " : "", L);
     }
-    snprintf(row, sizeof row, "MoE on layers %s (%d experts of %d, top-%d: sigmoid(logit) scales the chosen expert's "
-             "INPUT; a shared expert of %d on each); dense (%d) on %s", moe, c->moe.n_experts, c->moe.expert_ffn,
+    snprintf(row, sizeof row, "MoE on layers %s (%d expert%s of %d, top-%d: sigmoid(logit) scales the chosen expert's "
+             "INPUT; a shared expert of %d on each); dense (%d) on %s", moe, c->moe.n_experts, al_s(c->moe.n_experts), c->moe.expert_ffn,
              c->moe.top_k, c->moe.shared_ffn, c->intermediate, dense[0] ? dense : "none");
     info_str(t, o, "moe_layers", row);
 }
@@ -543,16 +543,17 @@ static void info_dsv4(Table *t, cJSON *o, const Model *m) {
     char d[900], row[700];
     if (!m->config_tree || dsv4_parse(m->config_tree, m->path, &s) != AL_OK) { al_err_clear(); return; }
     info_str(t, o, "deepseek_v4", dsv4_describe(&s, d, sizeof d));
-    snprintf(row, sizeof row, "%d query heads of %d from the q_norm'ed latent (wq_a %d -> wq_b; each head then "
+    snprintf(row, sizeof row, "%d query head%s of %d from the q_norm'ed latent (wq_a %d -> wq_b; each head then "
              "RMS-normed without a weight), ONE KV head wkv (kv_norm) that is both key and value (K = V: the V-O and "
-             "Q-K maps share it), RoPE on the last %d dims of each head (adjacent pairs; the output's rotated back), a "
-             "sink logit per head (attn_sink), head h's output through its group's block of wo_a (%d groups x o_lora "
+             "Q-K maps share it), RoPE on the last %d dim%s of each head (adjacent pairs; the output's rotated back), a "
+             "sink logit per head (attn_sink), head h's output through its group's block of wo_a (%d group%s x o_lora "
              "%d) then wo_b; YaRN and compress_rope_theta apply on the compressed layers only (rope_theta, unscaled, on "
-             "the window-only ones)", c->n_heads, cfg_d_qk(c), c->q_lora_rank, c->qk_rope_dim, c->o_groups, c->o_lora_rank);
+             "the window-only ones)", c->n_heads, al_s(c->n_heads), cfg_d_qk(c), c->q_lora_rank, c->qk_rope_dim, al_s(c->qk_rope_dim), c->o_groups, al_s(c->o_groups), c->o_lora_rank);
     info_str(t, o, "attention", row);
     snprintf(row, sizeof row, "present, not analysed (the per-head maps leave these paths out): compressor on %d "
-             "layers (attn.compressor.*), indexer on %d (attn.indexer.*), hyper-connections on %d (hc_attn_* / "
-             "hc_ffn_*)", layers_with(m, ROLE_CMP_WKV, "weight"), layers_with(m, ROLE_IDX_Q_B, "weight"),
+             "layer%s (attn.compressor.*), indexer on %d (attn.indexer.*), hyper-connections on %d (hc_attn_* / "
+             "hc_ffn_*)", layers_with(m, ROLE_CMP_WKV, "weight"), al_s(layers_with(m, ROLE_CMP_WKV, "weight")),
+             layers_with(m, ROLE_IDX_Q_B, "weight"),
              layers_with(m, ROLE_HC_ATTN_FN, NULL));
     info_str(t, o, "extra_paths", row);
 }
@@ -566,8 +567,8 @@ static void info_kimik3(Table *t, cJSON *o, const Model *m) {
     char row[400];
     snprintf(row, sizeof row, "the MLA layers read as Kimi-Linear's (q_a / q_b, kv_a_proj_with_mqa, kv_b_proj, o_proj; "
              "no RoPE): their per-head V-O and Q-K maps; present, not analysed: the output gate self_attn.g_proj on %d "
-             "layers, the attention residuals, the latent experts and the Kimi Delta Attention layers' recurrence",
-             layers_with(m, ROLE_ATTN_GATE, "weight"));
+             "layer%s, the attention residuals, the latent experts and the Kimi Delta Attention layers' recurrence",
+             layers_with(m, ROLE_ATTN_GATE, "weight"), al_s(layers_with(m, ROLE_ATTN_GATE, "weight")));
     info_str(t, o, "kimi_k3_read", row);
 }
 
@@ -658,8 +659,8 @@ static void info_by_type(Table *t, cJSON *o, const Model *m) {
              c->k_eq_v ? " (no v_proj: attention_k_eq_v)" : "",
              c->kv_shared_from > 0 ? "; the KV-shared layers have no k_proj / v_proj" : "");
     info_str(t, o, "attn_params_per_layer_by_type", row);
-    snprintf(row, sizeof row, "sliding %zu (%d KV heads x (%d + %d)), full %zu (%d KV heads x (%d + %d)%s)%s",
-             cfg_kv_values(c), c->n_kv_heads, cfg_d_qk(c), c->v_dim, cfg_kv_values(f), f->n_kv_heads, cfg_d_qk(f),
+    snprintf(row, sizeof row, "sliding %zu (%d KV head%s x (%d + %d)), full %zu (%d KV head%s x (%d + %d)%s)%s",
+             cfg_kv_values(c), c->n_kv_heads, al_s(c->n_kv_heads), cfg_d_qk(c), c->v_dim, cfg_kv_values(f), f->n_kv_heads, al_s(f->n_kv_heads), cfg_d_qk(f),
              f->v_dim, c->k_eq_v ? ": K and V cached apart, V = v_norm(k_proj x)" : "",
              c->kv_shared_from > 0 ? "; the KV-shared layers none of their own" : "");
     info_str(t, o, "kv_values_per_token_per_layer_by_type", row);

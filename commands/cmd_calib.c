@@ -108,7 +108,7 @@ static int cmd_calibrate(Session *s, const Args *a, Out *out) {
     const CalibStats *st = NULL;
     ws_calib_stats(s, m, &st);
     if (!st || st == was) return rc;                    /* interrupted: the earlier calibration stays, said so */
-    out_printf(out, "%zu sequences, %zu tokens in %.2f s (%.1f tok/s)\n", st->seqs[0], st->tokens[0], dt,
+    out_printf(out, "%zu sequence%s, %zu token%s in %.2f s (%.1f tok/s)\n", st->seqs[0], al_s(st->seqs[0]), st->tokens[0], al_s(st->tokens[0]), dt,
                (double)st->tokens[0] / fmax(dt, 1e-9));
     int r2 = out_table_to(out, args_str(a, "to"), stats_table(st, m, out));
     return rc == AL_INTERRUPTED ? rc : r2;
@@ -131,7 +131,7 @@ static int cmd_calib_info(Session *s, const Args *a, Out *out) {
     CalibState *c;
     if (ws_calib_need(s, &c)) return AL_ERR;
     const CalibStats *st = c->st;
-    out_printf(out, "calibration of %s: %zu sequences x %zu tokens from %s (split %s)%s\n", c->m->name, st->seqs[0],
+    out_printf(out, "calibration of %s: %zu sequence%s x %zu tokens from %s (split %s)%s\n", c->m->name, st->seqs[0], al_s(st->seqs[0]),
                st->seqlen, st->source ? st->source : "?", st->split ? st->split : "?",
                st->has_x ? ", attention-input second moments kept" : "");
     char prov[768];
@@ -144,8 +144,8 @@ static int cmd_calib_save(Session *s, const Args *a, Out *out) {
     CalibState *c;
     if (ws_calib_need(s, &c)) return AL_ERR;
     const char *file = args_str(a, "file");
-    if (out_may_write(out, file) || calib_save(c->st, file)) return AL_ERR;
-    out_printf(out, "wrote the calibration of %s (%zu tokens) to %s\n", c->m->name, c->st->tokens[0], file);
+    if (out_may_write(out, file) || al_parent_here(file) || calib_save(c->st, file)) return AL_ERR;
+    out_printf(out, "wrote the calibration of %s (%zu token%s) to %s\n", c->m->name, c->st->tokens[0], al_s(c->st->tokens[0]), file);
     out_string(out, file);
     out->written = true;
     return AL_OK;
@@ -160,7 +160,7 @@ static int cmd_calib_load(Session *s, const Args *a, Out *out) {
     if (calib_check_model(st, s->cur)) { calib_free(st); return al_err_ctx("%s", file); }
     const Xform *newest = xform_newest(s, s->cur, NULL);
     ws_calib_set(c, st, file, newest ? newest->serial : 0, out);
-    out_printf(out, "loaded the calibration in %s (%zu sequences, %zu tokens%s%s) for %s\n", file, st->seqs[0], st->tokens[0],
+    out_printf(out, "loaded the calibration in %s (%zu sequence%s, %zu token%s%s%s) for %s\n", file, st->seqs[0], al_s(st->seqs[0]), st->tokens[0], al_s(st->tokens[0]),
                st->source ? ", from " : "", st->source ? st->source : "", s->cur->name);
     return out_table_to(out, args_str(a, "to"), stats_table(st, s->cur, out));
 }
@@ -275,8 +275,8 @@ static int cmd_kvsvd_learn(Session *s, const Args *a, Out *out) {
         }
     if (spec.by_eps) out_printf(out, "ranks from eps %g (per layer, keys and values apart)", spec.eps);
     else out_printf(out, "rank %d", spec.rank);
-    out_printf(out, "%s; relative Frobenius errors on the calibration set (%zu tokens of %s, in-sample)\n",
-               spec.beta != 1 ? ", with keys x beta, queries / beta" : "", c->st->tokens[0],
+    out_printf(out, "%s; relative Frobenius errors on the calibration set (%zu token%s of %s, in-sample)\n",
+               spec.beta != 1 ? ", with keys x beta, queries / beta" : "", c->st->tokens[0], al_s(c->st->tokens[0]),
                c->st->source ? c->st->source : "?");
     int rc = xform_add(s, &cmd_kvsvd_xform, s->cur, NULL);
     if (rc) { table_free(t); return rc; }
@@ -323,13 +323,13 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
     if (cfg_has_indexer(mc) && L > (size_t)mc->index_topk) {      /* DeepSeek-V3.2 / GLM-5 */
         free(own);
         return al_err("kvsvd eval: it recomputes each layer's attention over every key, but %s's lightning indexer "
-                      "selects %d keys per query from position %d on, and these windows have %zu tokens: calibrate "
-                      "with seqlen %d or less", s->cur->name, mc->index_topk, mc->index_topk, L, mc->index_topk);
+                      "selects %d key%s per query from position %d on, and these windows have %zu token%s: calibrate "
+                      "with seqlen %d or less", s->cur->name, mc->index_topk, al_s(mc->index_topk), mc->index_topk, L, al_s(L), mc->index_topk);
     }
     KqEval *ev;
     if (kq_eval_new(&c->st->sh, sets, ns, &ev)) { free(own); return AL_ERR; }
     const char *split = args_str(a, "split");
-    out_printf(out, "evaluating %zu method%s on %s\n", ns, ns == 1 ? "" : "s", on);
+    out_printf(out, "evaluating %zu method%s on %s\n", ns, al_s(ns), on);
     double t0 = now_s();
     int rc = kq_eval_run(ev, s->cur, f, ids + first * L, count, L);
     free(own);
@@ -365,7 +365,7 @@ static int cmd_kvsvd_eval(Session *s, const Args *a, Out *out) {
     snprintf(c->eval_on, sizeof c->eval_on, "%s", on);
     c->eval_seqs = e0.n_seq;
     double dt = now_s() - t0;
-    out_printf(out, "%zu sequences in %.2f s%s; relative Frobenius errors, means over layers:\n", e0.n_seq, dt,
+    out_printf(out, "%zu sequence%s in %.2f s%s; relative Frobenius errors, means over layers:\n", e0.n_seq, al_s(e0.n_seq), dt,
                rc == AL_INTERRUPTED ? " -- interrupted" : "");
     for (size_t i = 0; i < ns; i++) {
         const double *m = mean[meth[i]];
@@ -405,7 +405,7 @@ static int kvsvd_xf_export(Session *s, const Xform *x, const Args *a, Out *out) 
                          .eval_split = c->eval_split[0] ? c->eval_split : NULL, .force = force};
     size_t files;
     if (kqsvd_export(dir, sets, ns, &info, &files)) return AL_ERR;
-    out_printf(out, "wrote %zu files to %s (%zu method%s and %s)\n", files, dir, ns, ns == 1 ? "" : "s", KQ_MANIFEST);
+    out_printf(out, "wrote %zu file%s to %s (%zu method%s and %s)\n", files, al_s(files), dir, ns, al_s(ns), KQ_MANIFEST);
     out_string(out, dir);
     out->written = true;
     return AL_OK;
@@ -447,9 +447,9 @@ static bool kvsvd_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row
     }
     double now = L ? (double)all / (double)L : 0;
     snprintf(row->scheme, sizeof row->scheme, "kvsvd learn %s (K / V ranks %d-%d per KV head, k @ proj_k and v @ "
-             "proj_v cached; K+V per token per layer %zu -> %.6g, mean over %zu layers; %zu bytes per token in %zu "
-             "layers; x%.4g)", kq_method_name((kq_method)k), lo, hi, c->before, now, L, all * c->bytes, L,
-             c->before ? now / (double)c->before : 1.0);
+             "proj_v cached; K+V per token per layer %zu -> %.6g, mean over %zu layer%s; %zu byte%s per token in %zu "
+             "layer%s; x%.4g)", kq_method_name((kq_method)k), lo, hi, c->before, now, L, al_s(L), all * c->bytes, al_s(all * c->bytes), L,
+             al_s(L),             c->before ? now / (double)c->before : 1.0);
     row->values = now;
     row->params = cfg_attn_params(&x->src->cfg) + (size_t)llround((double)extra / (double)(L ? L : 1));
     for (size_t i = (size_t)k + 1; i < KQ_NMETHODS; i++) row->more |= cs->proj[i] != NULL;

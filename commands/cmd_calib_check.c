@@ -45,7 +45,7 @@ static int eval_windows(Session *s, Model *m, const KqExport *e, const Args *a, 
         return al_err_ctx("check: %s", file);
     }
     snprintf(on, cap, "%zu %s window%s of %zu tokens of %s (the split `kvsvd eval` recorded: %s)", *count,
-             train ? "training" : "validation", *count == 1 ? "" : "s", *L, file ? file : "?",
+             train ? "training" : "validation", al_s(*count), *L, file ? file : "?",
              e->eval_split ? e->eval_split : "none; valid taken");
     return AL_OK;
 }
@@ -110,7 +110,7 @@ int cmd_kvsvd_check_dir(Session *s, const char *dir, const Args *a, Out *out) {
     if (rc == AL_OK) rc = eval_windows(s, m, e, a, &own, &ids, &L, &first, &count, on, sizeof on);
     if (rc == AL_OK) {
         out_printf(out, "%s against %s: %zu KQ-SVD projection set%s, evaluated as `kvsvd eval` evaluates them\n", dir,
-                   m->name ? m->name : m->path, e->nsets, e->nsets == 1 ? "" : "s");
+                   m->name ? m->name : m->path, e->nsets, al_s(e->nsets));
         rc = evaluate(s, m, opened == NULL, &sh, e, ids + first * L, L, count, on, a, out);
     }
     free(own);

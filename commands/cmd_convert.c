@@ -235,16 +235,16 @@ static void mla_describe(Out *out, const Model *m, const Args *a, const TmlaResu
     if (r->q_rank) out_printf(out, "query latent of rank %d\n", r->q_rank);
     size_t nl = (size_t)layersel_count(&m->cfg, ro->layer_lo, ro->layer_hi);   /* params_*: sums over them */
     nl = nl ? nl : 1;
-    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%); attention parameters per layer%s %zu -> %zu "
-               "(%zu converted layer%s: %zu -> %zu)\n", r->kv_before, r->kv_after,
+    out_printf(out, "KV cache per token per layer: %zu -> %zu value%s (%.1f%%); attention parameters per layer%s %zu -> %zu "
+               "(%zu converted layer%s: %zu -> %zu)\n", r->kv_before, r->kv_after, al_s(r->kv_after),
                100.0 * (double)r->kv_after / (double)r->kv_before,
                r->params_before % nl || r->params_after % nl ? " (a mean: the layers differ)" : "",
-               r->params_before / nl, r->params_after / nl, nl, nl == 1 ? "" : "s",
+               r->params_before / nl, r->params_after / nl, nl, al_s(nl),
                r->params_before, r->params_after);
     out_printf(out, "PCA statistics: %s\n", u->source);
     if (r->solve_s > 0)
         out_printf(out, "conversion: %.2f s (CPU %.2f s): the layers' PCAs, builds and reports, %d layer%s at a time\n",
-                   r->solve_s, r->solve_cpu_s, r->lanes, r->lanes == 1 ? "" : "s");
+                   r->solve_s, r->solve_cpu_s, r->lanes, al_s(r->lanes));
     if (m->cfg.qk_norm != QKN_NONE)
         out_printf(out, "%s; the errors below are against the source with its norm\n",
                    tmla_qkn_words((tmla_qkn_mode)ro->qk_norm));
@@ -260,8 +260,8 @@ static int mla_ppl(Session *s, Model *m, TmlaResult *r, const TmlaStatsUse *u, O
     if (rc == AL_OK) rc = ppl_before_after(r, mm_compute_parse(s->compute), f, u, &before, &after, &route);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc == AL_OK)
-        out_printf(out, "%sperplexity on %zu tokens, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
-                   "%.5f -> %.5f), after = %s\n", qkn_tag(m, r), after.tokens, u->ppl_on, u->seqlen, exp(before.nll), exp(after.nll),
+        out_printf(out, "%sperplexity on %zu token%s, %s, windows of %zu: %.6g before, %.6g after (%+.2f%%; log "
+                   "%.5f -> %.5f), after = %s\n", qkn_tag(m, r), after.tokens, al_s(after.tokens), u->ppl_on, u->seqlen, exp(before.nll), exp(after.nll),
                    100.0 * (exp(after.nll - before.nll) - 1), before.nll, after.nll, route);
     else                      /* the conversion stands; say why there is no perplexity */
         out_eprintf(out, "warning: perplexity not measured: %s\n", al_errmsg());
@@ -481,9 +481,9 @@ int cmd_convert_mla_table(Session *s, const Args *a, Out *out) {
     const ModelConfig *c = &m->cfg;
     int nJ = (c->n_kv_heads * cfg_d_qk(c) - kt->rope_dim) + c->n_kv_heads * c->v_dim;
     out_printf(out, "%s layers %ld-%ld, RoPE dims %d (freqfold %d), PCA activations: %s; alpha, rope_energy and "
-               "joint_energy are means over these %ld layers\n", m->name, lo, hi, kt->rope_dim, kt->freqfold, u.source,
-               hi - lo + 1);
-    out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: original %.6g (log %.5f)\n", kt->tokens, u.ppl_on,
+               "joint_energy are means over these %ld layer%s\n", m->name, lo, hi, kt->rope_dim, kt->freqfold, u.source,
+               hi - lo + 1, al_s(hi - lo + 1));
+    out_printf(out, "perplexity on %zu token%s, %s, windows of %zu: original %.6g (log %.5f)\n", kt->tokens, al_s(kt->tokens), u.ppl_on,
                u.seqlen, exp(kt->base_nll), kt->base_nll);
     ws_tmla_stats_release(&u);
     Table *tb = table_new(8, "kv_rank", "pca", "balance", "mean_alpha", "mean_rope_energy", "mean_joint_energy", "nll",
@@ -685,8 +685,8 @@ static void say_stock_export(Out *out, const MlaCheck *c, dt_type dflt) {
  * text) and a layer table; dflt: the dtype `export DIR` writes the attention in by default. */
 static int report_mla_check(const MlaCheck *c, const char *what, const char *inputs, const CheckText *t,
                             const double *rep, dt_type dflt, const Args *a, Out *out) {
-    out_printf(out, "%s against %s: %d layers; KV cache %zu -> %zu values per token per layer\n",
-               what ? what : c->export_path, c->source_path, c->n_layers, c->kv_source, c->kv_export);
+    out_printf(out, "%s against %s: %d layer%s; KV cache %zu -> %zu value%s per token per layer\n",
+               what ? what : c->export_path, c->source_path, c->n_layers, al_s(c->n_layers), c->kv_source, c->kv_export, al_s(c->kv_export));
     if (c->in_session)
         out_printf(out, "evaluated as converted in the session (no export written); non-attention layers: the source's\n");
     else if (c->stock_session)
@@ -815,8 +815,8 @@ static bool mla_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) 
     const TmlaResult *mr = x->data;
     size_t conv = 0;
     for (int l = 0; l < mr->n_layers; l++) conv += mr->layers[l] != NULL;
-    snprintf(row->scheme, sizeof row->scheme, "convert mla (MLA R %d + D %d; %zu bytes per token in %zu layers; x%.4g)",
-             mr->kv_rank, mr->rope_dim, xform_kv_bytes(c, mr->kv_after, conv), c->layers,
+    snprintf(row->scheme, sizeof row->scheme, "convert mla (MLA R %d + D %d; %zu byte%s per token in %zu layer%s; x%.4g)",
+             mr->kv_rank, mr->rope_dim, xform_kv_bytes(c, mr->kv_after, conv), al_s(xform_kv_bytes(c, mr->kv_after, conv)), c->layers, al_s(c->layers),
              c->before ? (double)mr->kv_after / (double)c->before : 1.0);
     row->values = mr->kv_after;
     row->params = conv ? mr->params_after / conv : 0;   /* params_after sums the converted layers: per layer */

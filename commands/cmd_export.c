@@ -106,7 +106,7 @@ static int gguf_source(Session *s, Model *m, const char *dest, Model **tmp_model
                       x->kind->export_label ? x->kind->export_label : x->kind->name);
     const char *slash = strrchr(dest, '/');
     char *parent = slash ? al_asprintf("%.*s", (int)(slash - dest), dest) : al_strdup(".");
-    int rc = parent && (!*parent || al_mkdirs(parent) == AL_OK) ? AL_OK : AL_ERR;
+    int rc = parent && (!*parent || al_mkdirs_here(parent) == AL_OK) ? AL_OK : AL_ERR;
     char *tmpl = rc ? NULL : al_asprintf("%s/.attnlab-gguf-XXXXXX", *parent ? parent : "/");
     free(parent);
     if (!tmpl) return AL_ERR;
@@ -149,8 +149,8 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
     if (rc) return rc;
     char what[300] = "";
     if (x) snprintf(what, sizeof what, " with its %s (through %s)", x->kind->name, x->kind->engine_form);
-    out_printf(out, "exported %s%s as GGUF to %s: llama.cpp architecture %s, %s, %zu tensors (%.1f MiB), %zu metadata keys, "
-               "tokenizer %s\n", m->name, what, r.path, r.arch, gg_type_name(o.dtype), r.tensors,
+    out_printf(out, "exported %s%s as GGUF to %s: llama.cpp architecture %s, %s, %zu tensor%s (%.1f MiB), %zu metadata keys, "
+               "tokenizer %s\n", m->name, what, r.path, r.arch, gg_type_name(o.dtype), r.tensors, al_s(r.tensors),
                (double)r.bytes / 1048576.0, r.kvs, r.tokenizer);
     if (m->fp4 != DT_FP4_NONE || m->cfg.dtype == DT_F8_E4M3)
         out_printf(out, "  %s weights dequantized to %s%s\n", model_dtype_name(m), o.dtype == GG_Q8_0 ? "float32, then "
@@ -159,7 +159,7 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
         out_printf(out, "  %zu MXFP4 expert tensors %s\n", r.mxfp4_kept + r.mxfp4_f32, r.mxfp4_kept ? "written as ggml's "
                    "MXFP4 (type 39, each block repacked bit for bit, as llama.cpp's converter does)" : "dequantized to F32");
     if (r.f16_fallback)
-        out_printf(out, "  %zu tensors written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback);
+        out_printf(out, "  %zu tensor%s written F16: their rows are not whole Q8_0 blocks of 32\n", r.f16_fallback, al_s(r.f16_fallback));
     if (r.latent_scaled)
         out_printf(out, "  MLA latents scaled so that llama.cpp's latent RMSNorm acts linearly (relative error < 5e-7)\n");
     if (r.tied_output)
@@ -168,8 +168,8 @@ static int export_gguf(Session *s, const Args *a, Out *out) {
         out_printf(out, "  no query latent: llama.cpp b5415 .. b6845 (node-llama-cpp 3.8.1 .. 3.14.2) fail on it (they build "
                    "q_proj only for 27 layers); convert mla with q-rank for those builds\n");
     if (r.mtp_skipped)
-        out_printf(out, "  %zu tensors of the multi-token-prediction layers left out (the logits never read them)\n",
-                   r.mtp_skipped);
+        out_printf(out, "  %zu tensor%s of the multi-token-prediction layers left out (the logits never read them)\n",
+                   r.mtp_skipped, al_s(r.mtp_skipped));
     if (r.note[0]) out_printf(out, "  %s\n", r.note);
     out_string(out, r.path);      /* Lua: the file written, as the other exports give their folder */
     out->written = true;
@@ -257,7 +257,8 @@ static const Param check_pos[] = {
 static const Param check_kw[] = {
     { .name = "source", .type = ARG_STRING, .comp = COMP_MODELS, .metavar = "NAME",
       .help = "a loaded model to compare with (default: the manifest's source)" },
-    PARAM_TOKENS("64", "random tokens per layer (default: the conversion's, as its report drew them)"),
+    PARAM_TOKENS("64", "random tokens per layer (default: the conversion's, as its report drew them; 64 where it "
+                       "recorded none, and for truncate)"),
     PARAM_SEED,
     PARAM_CHECK_TEXT,
     PARAM_TO,

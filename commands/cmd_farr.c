@@ -197,7 +197,7 @@ static int spectrum_show(Session *s, const Args *a, Out *out, int k, int layer, 
     const char *to = args_str(a, "to");
     if (to) {
         rc = table_write_file(out, t, to, 9);
-        if (rc == AL_OK) out_printf(out, "wrote %zu rows to %s\n", t->nrows, to);
+        if (rc == AL_OK) out_printf(out, "wrote %zu row%s to %s\n", t->nrows, al_s(t->nrows), to);
     } else if (out_narrates(out)) {
         char *text = table_render(t, out->fmt, out->prec);
         if (text) { out_write(out, OUT_STDOUT, text, strlen(text)); free(text); }
@@ -379,7 +379,7 @@ static Table *ranks_summary(farr_kind kind, const FarrRankRow *rows, size_t n) {
         table_int(t, rows[i].layer); table_int(t, (long long)m);
         table_int(t, amin); table_int(t, amax); table_int(t, bmin); table_int(t, bmax);
         table_int(t, lo->rank_fused);
-        table_num(t, m % 2 ? f[m / 2] : 0.5 * (f[m / 2 - 1] + f[m / 2]));
+        table_count(t, m % 2 ? f[m / 2] : 0.5 * (f[m / 2 - 1] + f[m / 2]));
         table_int(t, hi->rank_fused); table_int(t, lo->head); table_int(t, hi->head);
         i = j;
     }
@@ -412,8 +412,8 @@ static int ranks_metrics(Session *s, const Args *a, Out *out, const FarrQuery *q
             if (text) out_printf(out, "%s", text);
             free(text);
             table_free(sum);
-            out_printf(out, "(%zu rows: one row per layer and matrix shown; `heads` prints every row, `to FILE.csv` writes them)\n",
-                       t->nrows);
+            out_printf(out, "(%zu row%s: one row per layer and matrix shown; `heads` prints every row, `to FILE.csv` writes them)\n",
+                       t->nrows, al_s(t->nrows));
             out_table(out, t);
             out->written = true;
             t = NULL;
@@ -470,9 +470,9 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
     free(rows);
     if (!t || (brief && !brief_t)) { table_free(t); table_free(brief_t); return AL_ERR; }
     if (out_narrates(out))
-        out_printf(out, "%s: %s effective ranks at tau %g, %s: fused %d-%d (mean %.1f) of %d, %zu heads%s\n",
+        out_printf(out, "%s: %s effective ranks at tau %g, %s: fused %d-%d (mean %.1f) of %d, %zu head%s%s\n",
                    m->name, farr_fused_name(kind), tau, layersel_words(&m->cfg, (int)lo, (int)hi, lt, sizeof lt), fmin, fmax,
-                   n ? fsum / (double)n : 0.0, cap, n,
+                   n ? fsum / (double)n : 0.0, cap, n, al_s(n),
                    offset != FARR_NO_OFFSET ? " (K at a fixed RoPE offset: analysis only)" : "");
     if (out_narrates(out)) say_qk_dims(s, out, kind);
     if (out_narrates(out)) say_nope_layers(out, &m->cfg, kind, lo, hi, offset);
@@ -483,7 +483,7 @@ static int cmd_ranks(Session *s, const Args *a, Out *out) {
         if (text) out_printf(out, "%s", text);
         free(text);
         table_free(brief_t);
-        out_printf(out, "(%zu rows: one row per layer shown; `heads` prints every head, `to FILE.csv` writes them)\n", n);
+        out_printf(out, "(%zu row%s: one row per layer shown; `heads` prints every head, `to FILE.csv` writes them)\n", n, al_s(n));
         out_table(out, t);
         out->written = true;
     } else if ((rc = out_table_to(out, args_str(a, "to"), t)))
@@ -543,9 +543,9 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     if (session_model_aside(s, args_str(a, "a"), &ma) || session_model_aside(s, args_str(a, "b"), &mb)) return AL_ERR;
     const ModelConfig *ca = &ma->cfg, *cb = &mb->cfg;
     if (ca->n_layers != cb->n_layers || ca->n_heads != cb->n_heads)
-        return al_err("diff ranks: %s has %d layers x %d heads, %s has %d x %d: a head-by-head diff needs the same "
+        return al_err("diff ranks: %s has %d layer%s x %d heads, %s has %d x %d: a head-by-head diff needs the same "
                       "shape (compare them side by side with `plot ranks-by-layer %s models %s,%s`)", ma->name,
-                      ca->n_layers, ca->n_heads, mb->name, cb->n_layers, cb->n_heads, farr_kind_name(kind), ma->name,
+                      ca->n_layers, al_s(ca->n_layers), ca->n_heads, mb->name, cb->n_layers, cb->n_heads, farr_kind_name(kind), ma->name,
                       mb->name);
     long lo, hi;
     if (param_layers(out, a, "layers", ma, &lo, &hi)) return AL_ERR;
@@ -558,7 +558,7 @@ static int cmd_diff_ranks(Session *s, const Args *a, Out *out) {
     qb.m = mb;
     int rc = rank_rows(s, &qa, tau, &ra, &na, &cap_a);
     if (rc == AL_OK) rc = rank_rows(s, &qb, tau, &rb, &nb, &cap_b);
-    if (rc == AL_OK && na != nb) rc = al_err("diff ranks: %zu rows against %zu", na, nb);
+    if (rc == AL_OK && na != nb) rc = al_err("diff ranks: %zu row%s against %zu", na, al_s(na), nb);
     Table *t = rc ? NULL : diff_table(kind, ra, rb, na);
     size_t changed = 0, up = 0;
     int dmin = 0, dmax = 0;
@@ -824,7 +824,7 @@ static Table *truncate_layer_table(const FarrPlan *p, const ModelConfig *c) {
     table_str(t, "total"); table_int(t, rmin); table_int(t, p->rank_max);
     table_int(t, (long long)p->params_before); table_int(t, (long long)p->params_after);
     table_num(t, p->energy_min); table_num(t, p->energy_mean); table_num(t, p->err_max);
-    table_int(t, (long long)kv); table_num(t, (double)kv - (double)(p->kv_before - p->kv_after) / (double)nl);
+    table_int(t, (long long)kv); table_count(t, (double)kv - (double)(p->kv_before - p->kv_after) / (double)nl);
     return t;
 }
 
@@ -900,11 +900,11 @@ static int cmd_truncate(Session *s, const Args *a, Out *out) {
             size_t now = all - (p->kv_before - p->kv_after);
             char why[160];
             dt_type kd = kvcache_dtype(s->cur, why, sizeof why);     /* info's and kv-cache's, one rule */
-            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layers): %.6g -> %.6g values "
-                       "(%.1f%%); whole model %zu -> %zu bytes per token (%s: %s) in an engine that caches each KV "
+            out_printf(out, "KV cache per token per layer (K+V, mean over the %zu layer%s): %.6g -> %.6g values "
+                       "(%.1f%%); whole model %zu -> %zu byte%s per token (%s: %s) in an engine that caches each KV "
                        "head's rank-r K / V; no export holds that cache (`format dense` and `format factors` keep the "
-                       "source's shapes: %zu)\n", L, (double)all / (double)L, (double)now / (double)L,
-                       100.0 * (double)now / (double)all, all * dt_size(kd), now * dt_size(kd), dt_name(kd), why,
+                       "source's shapes: %zu)\n", L, al_s(L), (double)all / (double)L, (double)now / (double)L,
+                       100.0 * (double)now / (double)all, all * dt_size(kd), now * dt_size(kd), al_s(now * dt_size(kd)), dt_name(kd), why,
                        all * dt_size(kd));
         }
         say_kv_readers(out, c, p->lo, p->hi);
@@ -964,9 +964,9 @@ static int farr_xf_export(Session *s, const Xform *x, const Args *a, Out *out) {
     ExportReport rep;
     int rc = farr_export(x->src, vo, qk, dir, &o, &rep);
     if (rc) return rc;
-    out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu files, %zu tensors copied bit for bit, %zu rewritten\n",
+    out_printf(out, "exported %s%s%s of %s to %s (format %s): %zu file%s, %zu tensor%s copied bit for bit, %zu rewritten\n",
                vo ? "VO" : "", vo && qk ? " + " : "", qk ? "QK" : "", x->src->name, dir,
-               export_format_name(rep.format), rep.files, rep.tensors_copied, rep.tensors_rewritten);
+               export_format_name(rep.format), rep.files, al_s(rep.files), rep.tensors_copied, al_s(rep.tensors_copied), rep.tensors_rewritten);
     char rl[256];   /* a hybrid's truncated layers are its attention layers in the range ("1, 4", not "1-4") */
     if (rep.reenc_tensors)
         out_printf(out, "re-encoded %zu changed tensors (%s; %s) %s -> %s: added error %.3g (||W_written - W'|| / "
@@ -1053,12 +1053,12 @@ static bool farr_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row)
     plan_kv_text(vo, &x->src->cfg, what, sizeof what, &n);
     plan_kv_text(qk, &x->src->cfg, what, sizeof what, &n);
     if (mla)
-        snprintf(row->scheme, sizeof row->scheme, "truncate (%sMLA caches the latent: unchanged; %zu bytes per token in "
-                 "%zu layers; x1)", what, c->before * c->bytes * L, L);
+        snprintf(row->scheme, sizeof row->scheme, "truncate (%sMLA caches the latent: unchanged; %zu byte%s per token in "
+                 "%zu layer%s; x1)", what, c->before * c->bytes * L, al_s(c->before * c->bytes * L), L, al_s(L));
     else
-        snprintf(row->scheme, sizeof row->scheme, "truncate (%sK+V per token per layer %zu -> %.6g, mean over %zu layers; "
-                 "%zu bytes per token in %zu layers with rank-r K / V cached, no export's: they keep %zu; x%.4g)", what,
-                 c->before, now, L, all * c->bytes, L, c->before * L * c->bytes, c->before ? now / (double)c->before : 1.0);
+        snprintf(row->scheme, sizeof row->scheme, "truncate (%sK+V per token per layer %zu -> %.6g, mean over %zu layer%s; "
+                 "%zu byte%s per token in %zu layer%s with rank-r K / V cached, no export's: they keep %zu; x%.4g)", what,
+                 c->before, now, L, al_s(L), all * c->bytes, al_s(all * c->bytes), L, al_s(L), c->before * L * c->bytes, c->before ? now / (double)c->before : 1.0);
     row->values = now;
     size_t ap = cfg_attn_params(&x->src->cfg);
     row->params = (size_t)llround((double)ap - (double)pr / (double)L);
@@ -1105,7 +1105,7 @@ static int farr_draw_open(Session *s, Model *src, const Args *a, FarrDraw *d) {
                      (unsigned long long)d->seed, args_given(a, "seed") ? " (given)" : " (compare's)");
     if (d->sigma)
         snprintf(d->desc + n, sizeof d->desc - (size_t)n, "with each layer's input second moment from the session's "
-                 "calibration of %s (%zu tokens), as `compare` draws them", src->name ? src->name : src->path, ntok);
+                 "calibration of %s (%zu token%s), as `compare` draws them", src->name ? src->name : src->path, ntok, al_s(ntok));
     else
         snprintf(d->desc + n, sizeof d->desc - (size_t)n, "unit variance (the session has no calibration of %s with "
                  "attention inputs), as `compare` draws them", src->name ? src->name : src->path);

@@ -91,14 +91,14 @@ static void narrate_header(Out *out, const LintReport *r) {
     if (is_gguf(r)) {
         out_printf(out, "lint %s: GGUF file for llama.cpp, architecture %s, %zu tensor%s: %zu error%s, %zu warning%s, "
                    "%zu advisor%s (transformers, vLLM and SGLang read checkpoint folders: " GGUF_OTHER ")\n", r->path,
-                   r->gguf_arch[0] ? r->gguf_arch : "(none)", r->ntensors, r->ntensors == 1 ? "" : "s", ne, ne == 1 ? "" : "s",
-                   nw, nw == 1 ? "" : "s", na, na == 1 ? "y" : "ies");
+                   r->gguf_arch[0] ? r->gguf_arch : "(none)", r->ntensors, al_s(r->ntensors), ne, al_s(ne),
+                   nw, al_s(nw), na, na == 1 ? "y" : "ies");
         return;
     }
     out_printf(out, "lint %s: %s%s%s%s, %zu tensor%s in %zu file%s: %zu error%s, %zu warning%s, %zu advisor%s\n", r->path,
                r->model_type[0] ? r->model_type : "(no model_type)", r->arch[0] ? " (" : "", r->arch,
-               r->arch[0] ? ")" : "", r->ntensors, r->ntensors == 1 ? "" : "s", r->nfiles, r->nfiles == 1 ? "" : "s",
-               ne, ne == 1 ? "" : "s", nw, nw == 1 ? "" : "s", na, na == 1 ? "y" : "ies");
+               r->arch[0] ? ")" : "", r->ntensors, al_s(r->ntensors), r->nfiles, al_s(r->nfiles),
+               ne, al_s(ne), nw, al_s(nw), na, na == 1 ? "y" : "ies");
 }
 
 /* The numbered findings: errors, then warnings, then advisories. */

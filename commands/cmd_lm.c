@@ -70,11 +70,11 @@ static int cmd_tokenizer(Session *s, const Args *a, Out *out) {
         if (lm_set_tokenizer(s, m, t) != AL_OK) { tok_free(t); return AL_ERR; }
     } else if (lm_tokenizer(s, m, &t) != AL_OK)
         return AL_ERR;
-    out_printf(out, "tokenizer of %s: %s%s, %s, %zu ids, BOS %d, EOS %d\n", m->name, tok_path(t),
-               tok_embedded(t) ? " (embedded: tokenizer.ggml.*)" : "", tok_name(t), tok_vocab(t),
+    out_printf(out, "tokenizer of %s: %s%s, %s, %zu id%s, BOS %d, EOS %d\n", m->name, tok_path(t),
+               tok_embedded(t) ? " (embedded: tokenizer.ggml.*)" : "", tok_name(t), tok_vocab(t), al_s(tok_vocab(t)),
                tok_bos(t), tok_eos(t));
     if (tok_vocab(t) > (size_t)m->cfg.vocab)
-        out_eprintf(out, "warning: the tokenizer has %zu ids but the model's vocabulary is %d\n", tok_vocab(t),
+        out_eprintf(out, "warning: the tokenizer has %zu id%s but the model's vocabulary is %d\n", tok_vocab(t), al_s(tok_vocab(t)),
                     m->cfg.vocab);
     out_string(out, tok_path(t));
     out->written = true;
@@ -148,10 +148,10 @@ static int cmd_tokenize_text(Session *s, const Args *a, Out *out) {
     const char *to = args_str(a, "to");
     if (to) {                                   /* "" is refused, never stdout */
         rc = out_write_file(out, to, line, k);
-        if (rc == AL_OK) out_printf(out, "wrote %zu ids to %s\n", n, to);
+        if (rc == AL_OK) out_printf(out, "wrote %zu id%s to %s\n", n, al_s(n), to);
     } else
         out_write(out, OUT_STDOUT, line, k);
-    if (rc == AL_OK) rc = out_array(out, vals, n);
+    if (rc == AL_OK) rc = out_array_int(out, vals, n);   /* ids: Lua integers */
     out->written = true;
     free(line);
     free(vals);
@@ -346,19 +346,19 @@ static int ppl_run(Session *s, Model *m, const Args *a, Forward *f, bool ids_mod
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < n) n = (size_t)args_int(a, "max-tokens");
     FwdPpl p;
     double t0 = now_s();
-    rc = n < 2 ? al_err("ppl: %s has %zu tokens; at least 2 are needed", what, n)
+    rc = n < 2 ? al_err("ppl: %s has %zu token%s; at least 2 are needed", what, n, al_s(n))
                : fwd_ppl(f, ids, n, L, &p);
     free(ids);
     if (rc != AL_OK && !(rc == AL_INTERRUPTED && p.tokens > 0)) return rc;
     double dt = now_s() - t0;
-    out_eprintf(out, "%zu windows of up to %zu tokens, %zu predicted, %.2f s (%.1f tok/s)%s\n", p.windows, L, p.tokens,
+    out_eprintf(out, "%zu window%s of up to %zu token%s, %zu predicted, %.2f s (%.1f tok/s)%s\n", p.windows, al_s(p.windows), L, al_s(L), p.tokens,
                 dt, (double)(p.tokens + p.windows) / fmax(dt, 1e-9), rc == AL_INTERRUPTED ? " -- interrupted" : "");
     if (cfg_has_indexer(&m->cfg)) {                     /* DeepSeek-V3.2 / GLM-5: which attention ran */
         size_t K = (size_t)m->cfg.index_topk, w = L < n ? L : n;
-        if (w <= K) out_eprintf(out, "indexer: windows of at most %zu tokens <= index_topk %zu: dense attention (the "
-                                     "selection keeps every key)\n", w, K);
-        else out_eprintf(out, "indexer: windows of up to %zu tokens > index_topk %zu: positions %zu.. attend to the "
-                              "indexer's %zu selected keys, earlier ones densely\n", w, K, K, K);
+        if (w <= K) out_eprintf(out, "indexer: windows of at most %zu token%s <= index_topk %zu: dense attention (the "
+                                     "selection keeps every key)\n", w, al_s(w), K);
+        else out_eprintf(out, "indexer: windows of up to %zu token%s > index_topk %zu: positions %zu.. attend to the "
+                              "indexer's %zu selected keys, earlier ones densely\n", w, al_s(w), K, K, K);
     }
     compute_line(f, m, out);
     Table *tb = table_new(3, "tokens", "nll", "ppl");

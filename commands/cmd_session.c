@@ -189,7 +189,7 @@ static int cmd_save_session(Session *s, const Args *a, Out *out) {
     if (!rc) rc = out_write_file(out, file, buf, n);
     free(buf);
     if (rc) return al_err_ctx("save session %s", file);
-    out_printf(out, "wrote %s (%zu models; replay it with run %s)\n", file, s->nmodels, file);
+    out_printf(out, "wrote %s (%zu model%s; replay it with run %s)\n", file, s->nmodels, al_s(s->nmodels), file);
     return AL_OK;
 }
 

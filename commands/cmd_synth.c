@@ -37,7 +37,7 @@ static void report_dir(Out *out, const char *dir) {
         free(p);
     }
     if (d) closedir(d);
-    out_printf(out, "%zu files, %.1f MB in %s\n", nfiles, total / 1e6, dir);
+    out_printf(out, "%zu file%s, %.1f MB in %s\n", nfiles, al_s(nfiles), total / 1e6, dir);
     out_string(out, dir);
 }
 
@@ -97,7 +97,7 @@ static int cmd_synth_demo(Session *s, const Args *a, Out *out) {
     int rc = synth_write(&o, dir);
     if (rc != AL_OK) return rc;
     out_printf(out, "wrote %s (%s, %d shard%s, seed %lu): ", a->cmd->name, dt_name(o.dtype), o.shards,
-               o.shards == 1 ? "" : "s", o.seed);
+               al_s(o.shards), o.seed);
     report_dir(out, dir);
     return AL_OK;
 }
@@ -184,7 +184,7 @@ static int cmd_synth_ds(Session *s, const Args *a, Out *out) {
     int layers = (int)args_int(a, "layers");
     int rc = synth_ds_r1_shape(dir, layers, (unsigned long)args_int(a, "seed"));
     if (rc != AL_OK) return rc;
-    out_printf(out, "wrote ds-r1-shape (%d layer%s, FP8): ", layers, layers == 1 ? "" : "s");
+    out_printf(out, "wrote ds-r1-shape (%d layer%s, FP8): ", layers, al_s(layers));
     report_dir(out, dir);
     return AL_OK;
 }

@@ -155,16 +155,16 @@ static void tpa_describe(Out *out, const Model *m, const TpaModel *r, size_t nto
                   : "cached head factors over the KV heads, fixed token factors",
                fa ? r->n_kv_heads : r->head_dim, fa ? r->n_kv_heads : r->v_dim, r->exact ? ": exact" : "");
     size_t nl = (size_t)layersel_count(&m->cfg, ro->layer_lo, ro->layer_hi);   /* params_*: one layer's */
-    out_printf(out, "KV cache per token per layer: %zu -> %zu values (%.1f%%) = %s; attention parameters per layer %zu "
-               "-> %zu (%zu converted layer%s: %zu -> %zu)\n", r->kv_before, r->kv_after,
+    out_printf(out, "KV cache per token per layer: %zu -> %zu value%s (%.1f%%) = %s; attention parameters per layer %zu "
+               "-> %zu (%zu converted layer%s: %zu -> %zu)\n", r->kv_before, r->kv_after, al_s(r->kv_after),
                100.0 * (double)r->kv_after / (double)r->kv_before, fa ? "R_K d_k + R_V d_v" : "(R_K + R_V) G",
-               r->params_before, r->params_after, nl, nl == 1 ? "" : "s", r->params_before * nl, r->params_after * nl);
+               r->params_before, r->params_after, nl, al_s(nl), r->params_before * nl, r->params_after * nl);
     out_printf(out, "RoPE exact: %s\n",
                m->cfg.rope == ROPE_NONE ? "the model has no RoPE"
                : fa ? "the cached token factors are rotated before caching (Theorem 1, eq. 3.6)"
                     : "the fixed token factors are rotated to each key's position when used");
     if (r->activation_stats)
-        out_printf(out, "fit: activation-weighted by the calibration's attention inputs (%zu tokens per layer)\n", ntok);
+        out_printf(out, "fit: activation-weighted by the calibration's attention inputs (%zu token%s per layer)\n", ntok, al_s(ntok));
     else
         out_printf(out, "fit: the weights' own (unit-variance inputs)\n");
 }
@@ -266,9 +266,9 @@ static int check_report(Session *s, const TpaModel *t, Model *src, CheckInputs *
                      .compute = mm_compute_parse(s->compute)};
     rc = tpa_check_in(t, src, &in, &c);
     if (rc) { ws_check_text_free(&txt); return rc; }
-    out_printf(out, "%s (form %s, R_K %d, R_V %d) against %s: KV cache %zu -> %zu values per token per layer\n", what,
+    out_printf(out, "%s (form %s, R_K %d, R_V %d) against %s: KV cache %zu -> %zu value%s per token per layer\n", what,
                tpa_form_name(t->opts.form), t->opts.k_rank, t->opts.v_rank, src->name ? src->name : src->path,
-               t->kv_before, t->kv_after);
+               t->kv_before, t->kv_after, al_s(t->kv_after));
     out_printf(out, "relative Frobenius errors per layer on %s\n", desc);
     ws_check_ppl_line(out, &txt, c->nll_tokens, c->nll_source, c->nll_conv, "the TPA layers swapped in");
     ws_check_text_free(&txt);
@@ -418,8 +418,8 @@ static int kv_row(Table *t, const char *scheme, double values, size_t bytes, siz
     if (table_row(t)) return AL_ERR;
     table_str(t, scheme);
     double b = values * (double)bytes;
-    if (values == floor(values)) table_int(t, (long long)values); else table_num(t, values);   /* Lua: integers stay */
-    if (b == floor(b)) table_int(t, (long long)b); else table_num(t, b);
+    table_count(t, values);
+    table_count(t, b);
     table_int(t, (long long)params);
     return AL_OK;
 }
@@ -437,8 +437,8 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
     const char *kind = cfg_is_mla(&m->cfg) ? "MLA"
                        : m->cfg.n_kv_heads == m->cfg.n_heads ? "MHA"
                        : m->cfg.n_kv_heads == 1 ? "MQA" : "GQA";
-    snprintf(name, sizeof name, "%s as loaded (%s; %zu bytes per token in %zu layers%s)", m->name, kind,
-             model_kv_values_total(m) * bytes, c.layers,    /* Gemma 4: each layer type at its own dims */
+    snprintf(name, sizeof name, "%s as loaded (%s; %zu byte%s per token in %zu layer%s%s)", m->name, kind,
+             model_kv_values_total(m) * bytes, al_s(model_kv_values_total(m) * bytes), c.layers, al_s(c.layers),    /* Gemma 4: each layer type at its own dims */
              m->cfg.lin.mamba ? "; the Mamba-2 layers' state is constant per sequence, not counted" : "");
     if (kv_row(t, name, c.before, bytes, cfg_attn_params(&m->cfg))) return AL_ERR;
     const Xform *mine[64];
@@ -470,19 +470,19 @@ static int kv_session_rows(Session *s, Model *m, Table *t, size_t bytes, Out *ou
     for (int L = 0; L < m->cfg.n_layers; L++)
         if (cfg_layer_chunk(&m->cfg, L)) chunk = cfg_layer_chunk(&m->cfg, L), nc++;
     if (nc)
-        out_printf(out, "(%s: %zu of its %d layers attend within chunks of %zu tokens: their cache holds at most the "
-                   "current chunk, %zu values per layer (%zu tokens x %zu) whatever the context; at a context of N > %zu "
-                   "tokens the rows above are per token of the %d full layers, the chunked ones keep %zu / N per token)\n",
-                   m->name, nc, m->cfg.n_layers, chunk, chunk * c.before, chunk, c.before, chunk,
-                   m->cfg.n_layers - (int)nc, chunk * c.before);
+        out_printf(out, "(%s: %zu of its %d layer%s attend within chunks of %zu token%s: their cache holds at most the "
+                   "current chunk, %zu value%s per layer (%zu token%s x %zu) whatever the context; at a context of N > %zu "
+                   "tokens the rows above are per token of the %d full layer%s, the chunked ones keep %zu / N per token)\n",
+                   m->name, nc, m->cfg.n_layers, al_s(m->cfg.n_layers), chunk, al_s(chunk), chunk * c.before, al_s(chunk * c.before), chunk, al_s(chunk), c.before, chunk,
+                   m->cfg.n_layers - (int)nc, al_s(m->cfg.n_layers - (int)nc), chunk * c.before);
     size_t nw = 0;                               /* windows, chunks, shared layers, states: the cache depends on N */
     for (int L = 0; L < m->cfg.n_layers; L++)
         nw += cfg_layer_window(&m->cfg, L) || cfg_layer_chunk(&m->cfg, L) || cfg_kv_source(&m->cfg, L) != L ||
               cfg_layer_linear(&m->cfg, L);
     if (nw)
-        out_printf(out, "(%zu of %s's %d layers cache no N tokens of their own (windows, chunks, KV-shared or recurrent "
+        out_printf(out, "(%zu of %s's %d layer%s cache no N tokens of their own (windows, chunks, KV-shared or recurrent "
                    "layers): `kv-cache context N` gives the cache at a context of N tokens per layer type)\n", nw,
-                   m->name, m->cfg.n_layers);
+                   m->name, m->cfg.n_layers, al_s(m->cfg.n_layers));
     return AL_OK;
 }
 
@@ -509,7 +509,7 @@ static size_t kv_ctx_type(const Model *m, const KvcacheRow *r, size_t bytes, cha
         snprintf(type, cap, "%s %zu:1", kvcache_kind_name(r->kind), r->span);
     else if (r->kind == KVC_STATE) snprintf(type, cap, "%s state (constant per sequence)", cfg_linear_name(&m->cfg));
     else if (r->kind == KVC_CONV)
-        snprintf(type, cap, "%s conv window (last %d inputs)", cfg_linear_name(&m->cfg), m->cfg.lin.conv - 1);
+        snprintf(type, cap, "%s conv window (last %d input%s)", cfg_linear_name(&m->cfg), m->cfg.lin.conv - 1, al_s(m->cfg.lin.conv - 1));
     else snprintf(type, cap, "%s", kvcache_kind_name(r->kind));
     return r->kind == KVC_STATE && m->cfg.lin.state_f32 ? 4 : bytes;
 }
@@ -532,9 +532,9 @@ static int kv_ctx_xform_rows(Session *s, Model *m, Table *t, size_t N, size_t by
             r.more = false;
             if (!x->kind->kv_row(x, &c, &r)) break;
             if (!full) {
-                out_printf(out, "(%s: not counted at a context of %zu tokens: its layers keep windows, chunks or states, "
+                out_printf(out, "(%s: not counted at a context of %zu token%s: its layers keep windows, chunks or states, "
                            "and its row gives a mean over the layers, not each layer's; `kv-cache` gives it per token)\n",
-                           r.scheme, N);
+                           r.scheme, N, al_s(N));
                 continue;
             }
             double v = (double)kv - (double)(c.before * c.layers * N) + r.values * (double)(c.layers * N);
@@ -542,7 +542,7 @@ static int kv_ctx_xform_rows(Session *s, Model *m, Table *t, size_t N, size_t by
             char type[420];
             snprintf(type, sizeof type, "total KV cache with %s", r.scheme);
             table_str(t, type); table_str(t, ""); table_int(t, (long long)c.layers); table_int(t, (long long)N);
-            if (r.values == floor(r.values)) table_int(t, (long long)r.values); else table_num(t, r.values);
+            table_count(t, r.values);
             table_int(t, llround(v)); table_int(t, llround(v * (double)bytes));
         }
     }
@@ -576,8 +576,8 @@ static int cmd_kv_context(Session *s, Model *m, size_t N, size_t bytes, const ch
     if (rc == AL_OK && st) rc = kv_ctx_row(t, "total", NULL, nkv + nst, kv + st, kvb + stb);
     if (rc == AL_OK) rc = kv_ctx_xform_rows(s, m, t, N, bytes, kv, full == kv && !st, out);
     if (rc) { table_free(t); return rc; }
-    out_printf(out, "%s at a context of %zu tokens, %zu bytes per value (%s): the KV cache holds %zu values (%.4g per "
-               "token; %zu without windows or chunks: x%.4g)%s\n", m->name, N, bytes, bw, kv, (double)kv / (double)N, full,
+    out_printf(out, "%s at a context of %zu token%s, %zu byte%s per value (%s): the KV cache holds %zu value%s (%.4g per "
+               "token; %zu without windows or chunks: x%.4g)%s\n", m->name, N, al_s(N), bytes, al_s(bytes), bw, kv, al_s(kv), (double)kv / (double)N, full,
                full ? (double)kv / (double)full : 1.0, !st ? "" : m->cfg.lin.state_f32
                ? "; the recurrent state is counted apart, per sequence (its SSM state in float32: mamba_ssm_cache_dtype)"
                : "; the recurrent state is counted apart, per sequence");
@@ -611,9 +611,9 @@ static int cmd_kv_table(Session *s, const Args *a, Out *out) {
     if (tpa_dims_check(&d)) return AL_ERR;
     int only = args_enum(a, "family") - 1;   /* -1: all */
     out_printf(out, "%s: d_model %zu, h %zu, d_k %zu, d_v %zu, g %zu; MLA d_c %zu, d_c' %zu, d_h^R %zu, d_h^N %zu; "
-               "TPA R_Q %zu, R_K %zu, R_V %zu; %zu bytes per value (%s); per layer (%d layers)\n",
-               m->name, d.d_model, d.h, d.d_k, d.d_v, d.g, d.d_c, d.d_cq, d.d_hr, d.d_hn, d.r_q, d.r_k, d.r_v, bytes,
-               bw, m->cfg.n_layers);
+               "TPA R_Q %zu, R_K %zu, R_V %zu; %zu byte%s per value (%s); per layer (%d layer%s)\n",
+               m->name, d.d_model, d.h, d.d_k, d.d_v, d.g, d.d_c, d.d_cq, d.d_hr, d.d_hn, d.r_q, d.r_k, d.r_v, bytes, al_s(bytes),
+               bw, m->cfg.n_layers, al_s(m->cfg.n_layers));
     char note[640];
     layersel_note(&m->cfg, 0, m->cfg.n_layers - 1, "the KV cache is that of", note, sizeof note);
     if (note[0]) out_printf(out, "%s\n", note);
@@ -693,7 +693,7 @@ static const Param compare_kw[] = {
 /* The per-layer output errors of a comparison on a text: a layer per line, a column per method. */
 static void text_layer_lines(Out *out, const BudgetText *bt) {
     const BudgetResult *r = bt->layers;
-    out_printf(out, "output error per layer on the first window (%zu tokens):\n%-6s", bt->err_tokens, "layer");
+    out_printf(out, "output error per layer on the first window (%zu token%s):\n%-6s", bt->err_tokens, al_s(bt->err_tokens), "layer");
     for (int k = 0; k < BUDGET_NMETHODS; k++) out_printf(out, " %10s", budget_method_name((budget_method)k));
     for (int k = 0; k < EVICT_NKINDS; k++) out_printf(out, " %13s", evict_name((evict_kind)k));
     out_printf(out, "\n");
@@ -724,17 +724,17 @@ static int compare_text(Session *s, const Args *a, Out *out) {
     if (ws_compare_text(s, m, a, &tx)) return AL_ERR;
     int rc = ws_compare_text_run(s, m, args_enum(a, "fit"), (size_t)args_int(a, "kv-budget"), &tx, &bt);
     if (rc == AL_OK)
-        out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%), on %s: "
-                   "perplexity over %zu tokens in %zu window%s of %zu; layer errors on the first window's %zu tokens, the "
-                   "methods fit on %s\n", m->name, bt->budget, bt->kv_model, 100.0 * (double)bt->budget /
-                   (double)bt->kv_model, tx.on, bt->tokens, bt->windows, bt->windows == 1 ? "" : "s", bt->seqlen, bt->err_tokens,
+        out_printf(out, "%s at a KV budget of %zu value%s per token per layer (the model caches %zu: %.1f%%), on %s: "
+                   "perplexity over %zu token%s in %zu window%s of %zu; layer errors on the first window's %zu token%s, the "
+                   "methods fit on %s\n", m->name, bt->budget, al_s(bt->budget), bt->kv_model, 100.0 * (double)bt->budget /
+                   (double)bt->kv_model, tx.on, bt->tokens, al_s(bt->tokens), bt->windows, al_s(bt->windows), bt->seqlen, bt->err_tokens, al_s(bt->err_tokens),
                    bt->fit_own ? "the same window (the text has one)" : "the second window");
     ws_check_text_free(&tx);
     if (rc) return rc;
-    out_printf(out, "token eviction at the same keys read per window of %zu: a cache of %zu tokens (%.1f%% of the keys "
+    out_printf(out, "token eviction at the same keys read per window of %zu: a cache of %zu token%s (%.1f%% of the keys "
                "read%s); StreamingLLM 4 sinks, H2O half heavy hitters, SnapKV window <= 64 and pooling 5 (kvpress's "
                "StreamingLLMPress and SnapKVPress, H2O's Algorithm 1); width+eviction: the method at 2B with "
-               "StreamingLLM back to B\n", bt->seqlen, bt->capacity, 100.0 * bt->read_frac,
+               "StreamingLLM back to B\n", bt->seqlen, bt->capacity, al_s(bt->capacity), 100.0 * bt->read_frac,
                bt->windowed ? ", the sliding-window layers reading at most their window" : "");
     text_layer_lines(out, bt);
     Table *t = table_new(7, "method", "family", "kv_values", "setting", "out_err", "ppl", "ppl_ratio");
@@ -744,7 +744,7 @@ static int compare_text(Session *s, const Args *a, Out *out) {
         if (table_row(t)) { table_free(t); t = NULL; break; }
         table_str(t, w->method);
         table_str(t, FAMILY_NAMES[w->family]);
-        if (w->ok) table_num(t, w->kv_values); else table_null(t);
+        if (w->ok) table_count(t, w->kv_values); else table_null(t);
         table_str(t, w->setting);
         if (w->ok && !isnan(w->out_err)) table_num(t, w->out_err); else table_null(t);
         if (w->ok && !isnan(w->nll)) { table_num(t, exp(w->nll)); table_num(t, exp(w->nll) / ppl0); }
@@ -766,8 +766,8 @@ static int cmd_compare(Session *s, const Args *a, Out *out) {
     int rc = ws_compare_run(s, m, &q, &r);
     if (rc == AL_OK) rc = ws_compare_keep(s, m, &q, r);     /* for `plot compare` */
     if (rc) return rc;
-    out_printf(out, "%s at a KV budget of %zu values per token per layer (the model caches %zu: %.1f%%); relative "
-               "Frobenius errors on %zu random Gaussian tokens, seed %llu (%s)\n", m->name, r->budget, r->kv_model,
+    out_printf(out, "%s at a KV budget of %zu value%s per token per layer (the model caches %zu: %.1f%%); relative "
+               "Frobenius errors on %zu random Gaussian tokens, seed %llu (%s)\n", m->name, r->budget, al_s(r->budget), r->kv_model,
                100.0 * (double)r->budget / (double)r->kv_model, r->tokens, (unsigned long long)r->seed,
                r->activation_stats ? "with the calibration's second moment per layer; TransMLA and TPA fit to it"
                                    : "unit variance");
@@ -827,9 +827,9 @@ static bool tpa_xf_kv_row(const Xform *x, const XformKvCtx *c, XformKvRow *row) 
     const TpaModel *tr = x->data;
     size_t conv = 0;
     for (int l = 0; l < tr->n_layers; l++) conv += tr->layers[l] != NULL;
-    snprintf(row->scheme, sizeof row->scheme, "convert tpa (form %s R_K %d R_V %d; %zu bytes per token in %zu layers; x%.4g)",
-             tpa_form_name(tr->opts.form), tr->opts.k_rank, tr->opts.v_rank, xform_kv_bytes(c, tr->kv_after, conv),
-             c->layers, c->before ? (double)tr->kv_after / (double)c->before : 1.0);
+    snprintf(row->scheme, sizeof row->scheme, "convert tpa (form %s R_K %d R_V %d; %zu byte%s per token in %zu layer%s; x%.4g)",
+             tpa_form_name(tr->opts.form), tr->opts.k_rank, tr->opts.v_rank, xform_kv_bytes(c, tr->kv_after, conv), al_s(xform_kv_bytes(c, tr->kv_after, conv)),
+             c->layers, al_s(c->layers), c->before ? (double)tr->kv_after / (double)c->before : 1.0);
     row->values = tr->kv_after;
     row->params = tr->params_after;
     return true;

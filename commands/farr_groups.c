@@ -15,9 +15,9 @@ bool farr_groups_shared(const Model *m) {
 void farr_groups_note(Out *out, const Model *m, farr_kind kind, double tau) {
     if (!farr_groups_shared(m)) return;
     const char *k = farr_kind_name(kind);
-    out_printf(out, "(GQA: %d KV heads, %d query heads each; `truncate %s tau %g` ranks each KV head's group, its %d "
+    out_printf(out, "(GQA: %d KV head%s, %d query head%s each; `truncate %s tau %g` ranks each KV head's group, its %d "
                "heads' fused maps stacked, not each head -- at least its heads' largest rank above: `ranks %s ... groups` "
-               "gives the group ranks it keeps)\n", m->cfg.n_kv_heads, m->cfg.n_heads / m->cfg.n_kv_heads, k, tau,
+               "gives the group ranks it keeps)\n", m->cfg.n_kv_heads, al_s(m->cfg.n_kv_heads), m->cfg.n_heads / m->cfg.n_kv_heads, al_s(m->cfg.n_heads / m->cfg.n_kv_heads), k, tau,
                m->cfg.n_heads / m->cfg.n_kv_heads, k);
 }
 

@@ -142,7 +142,7 @@ int probe_check_head(const Model *m, int layer, int head, size_t T) {
 int probe_pattern(Forward *f, const int *ids, size_t T, int layer, int head, ProbePattern *out) {
     *out = (ProbePattern){0};
     if (T > fwd_max_ctx(f))
-        return al_err("the text has %zu tokens; the model's context is %zu (`max-tokens N` takes the first N)", T,
+        return al_err("the text has %zu token%s; the model's context is %zu (`max-tokens N` takes the first N)", T, al_s(T),
                       fwd_max_ctx(f));
     float *P = al_malloc3(T, T, sizeof *P, "the attention pattern");
     if (!P) return AL_ERR;
@@ -193,7 +193,7 @@ int probe_ppl_tokens(Session *s, Model *m, const Args *a, int **ids, size_t *n, 
     long ctx = m->cfg.max_pos > 0 ? m->cfg.max_pos : 512;    /* ppl's default: min(512, the context) */
     *L = (size_t)(args_given(a, "seqlen") ? args_int(a, "seqlen") : ctx < 512 ? ctx : 512);
     if (args_given(a, "max-tokens") && (size_t)args_int(a, "max-tokens") < *n) *n = (size_t)args_int(a, "max-tokens");
-    if (*n < 2) { free(*ids); *ids = NULL; return al_err("the text has %zu tokens; at least 2 are needed", *n); }
+    if (*n < 2) { free(*ids); *ids = NULL; return al_err("the text has %zu token%s; at least 2 are needed", *n, al_s(*n)); }
     return AL_OK;
 }
 

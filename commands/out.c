@@ -69,7 +69,7 @@ Table *table_new_v(size_t ncols, const char *const *names) {
 
 Table *table_new(size_t ncols, ...) {
     const char *names[64];
-    if (ncols > 64) { al_err("table_new: %zu columns (at most 64; use table_new_v)", ncols); return NULL; }
+    if (ncols > 64) { al_err("table_new: %zu column%s (at most 64; use table_new_v)", ncols, al_s(ncols)); return NULL; }
     va_list ap;
     va_start(ap, ncols);
     for (size_t j = 0; j < ncols; j++) names[j] = va_arg(ap, const char *);
@@ -104,6 +104,9 @@ static Cell *next_cell(Table *t) {
 
 void table_num(Table *t, double v) { Cell *c = next_cell(t); if (c) { c->kind = CELL_NUM; c->num = v; } }
 void table_int(Table *t, long long v) { Cell *c = next_cell(t); if (c) { c->kind = CELL_INT; c->num = (double)v; } }
+void table_count(Table *t, double v) {
+    if (v == floor(v) && fabs(v) < 9e15) table_int(t, (long long)v); else table_num(t, v);
+}
 void table_bool(Table *t, bool b) { Cell *c = next_cell(t); if (c) { c->kind = CELL_BOOL; c->b = b; } }
 void table_null(Table *t) { next_cell(t); }
 void table_str(Table *t, const char *s) {
@@ -307,14 +310,19 @@ static int format_of_path(const char *path) {
     return -1;
 }
 
-int table_write_file(const Out *o, const Table *t, const char *path, int prec) {
-    int f = format_of_path(path);
-    if (f < 0) {
+int table_path_check(const Out *o, const char *path) {
+    if (format_of_path(path) < 0) {
         const char *dot = strrchr(path, '.');
+        if (dot && strchr(dot, '/')) dot = NULL;
         return al_err("cannot write a table to '%s': the extension %s%s%s is not .csv or .json "
                       "(name the file FILE.csv or FILE.json)", path, dot ? "'" : "", dot ? dot : "(none)", dot ? "'" : "");
     }
-    if (out_may_write(o, path) != AL_OK) return AL_ERR;
+    return out_may_write(o, path);
+}
+
+int table_write_file(const Out *o, const Table *t, const char *path, int prec) {
+    if (table_path_check(o, path) != AL_OK) return AL_ERR;
+    int f = format_of_path(path);
     char *text = render_with(t, (out_format)f, prec, o);
     if (!text) return AL_ERR;
     int rc = out_write_file(o, path, text, strlen(text));
@@ -329,13 +337,7 @@ int out_may_write(const Out *o, const char *path) {
 
 int out_write_file(const Out *o, const char *path, const char *text, size_t len) {
     if (out_may_write(o, path) != AL_OK) return AL_ERR;
-    const char *slash = strrchr(path, '/');
-    if (slash && slash != path) {                 /* the folder is made if missing, as for figures */
-        char *dir = strndup(path, (size_t)(slash - path));
-        int mrc = dir ? al_mkdirs(dir) : al_err("out of memory");
-        free(dir);
-        if (mrc != AL_OK) return mrc;
-    }
+    if (al_parent_here(path) != AL_OK) return AL_ERR;    /* al.h's folder rule, as for figures and exports */
     return al_write_file_atomic(path, text, len);
 }
 
@@ -362,6 +364,7 @@ void out_reset(Out *o) {
     free(o->arr);
     free(o->str);
     o->table = NULL; o->arr = NULL; o->str = NULL;
+    o->arr_int = false;
     o->narr = 0; o->num = 0;
     o->kind = RES_NONE;
     o->written = false;
@@ -431,6 +434,12 @@ int out_array(Out *o, const double *v, size_t n) {
     return AL_OK;
 }
 
+int out_array_int(Out *o, const double *v, size_t n) {
+    if (out_array(o, v, n) != AL_OK) return AL_ERR;
+    o->arr_int = true;
+    return AL_OK;
+}
+
 void out_number(Out *o, double v) { out_reset(o); o->kind = RES_NUMBER; o->num = v; }
 
 void out_string(Out *o, const char *s) {
@@ -445,7 +454,7 @@ int out_table_to(Out *o, const char *to, Table *t) {
     if (!to) return AL_OK;
     if (table_write_file(o, t, to, o->prec) != AL_OK) return AL_ERR;
     o->written = true;
-    out_printf(o, "wrote %zu row%s to %s\n", t->nrows, t->nrows == 1 ? "" : "s", to);
+    out_printf(o, "wrote %zu row%s to %s\n", t->nrows, al_s(t->nrows), to);
     return AL_OK;
 }
 

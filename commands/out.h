@@ -68,6 +68,9 @@ void table_free(Table *t);
 int table_row(Table *t);
 void table_num(Table *t, double v);
 void table_int(Table *t, long long v);
+/* A count, or a mean of counts (KV values per token over layers): an integer cell when it is whole,
+ * so Lua gets an integer (math.type "integer") as for table_int; else a number. */
+void table_count(Table *t, double v);
 void table_str(Table *t, const char *s);      /* copied; NULL gives a null cell */
 void table_bool(Table *t, bool b);
 void table_null(Table *t);
@@ -89,6 +92,9 @@ struct Out;
  * naming the extension), through out_write_file (o's write guard, folder made, atomic); CSV gets
  * o's context columns (Out.ctx). */
 int table_write_file(const struct Out *o, const Table *t, const char *path, int prec);
+/* Whether a table may go to path: a .csv or .json name the write guard allows (AL_ERR saying what to name it).
+ * cmd_dispatch asks it of a table's `to FILE` before the command runs. */
+int table_path_check(const struct Out *o, const char *path);
 
 /* ================================================================ Out */
 
@@ -120,6 +126,7 @@ typedef struct Out {
     Table *table;          /*   RES_TABLE */
     double *arr;           /*   RES_ARRAY (narr) */
     size_t narr;
+    bool arr_int;          /*   ... of whole numbers (token ids): Lua gets integers (out_array_int) */
     double num;            /*   RES_NUMBER */
     char *str;             /*   RES_STRING */
     bool written;          /* the result went to a file (`to FILE`): do not print it again */
@@ -168,6 +175,8 @@ void out_note_nan(Out *o, const char *row_fmt, ...) __attribute__((format(printf
 /* Results (replace any previous result; the Out takes ownership of t / copies arr, s). */
 void out_table(Out *o, Table *t);
 int out_array(Out *o, const double *v, size_t n);
+/* The same for whole numbers -- ids, counts --, which Lua gets as integers (math.type "integer"). */
+int out_array_int(Out *o, const double *v, size_t n);
 void out_number(Out *o, double v);
 void out_string(Out *o, const char *s);
 

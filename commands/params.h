@@ -54,7 +54,8 @@ extern const char *const PARAM_SPLIT_CHOICES[];   /* train, valid */
 
 /* Where a figure goes (commands/plot_dest.h): `to FILE` and `window`. */
 #define PARAM_PLOT_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
-                        .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format)" }
+                        .help = "write the figure to FILE.png, .svg or .pdf (no extension: plot.format; a missing " \
+                                "folder is made inside the working directory only)" }
 /* The overrides every figure takes, defined once (plot_dest_init reads them into PlotOpts.view;
  * plots/ applies them): part of PARAM_WINDOW, so every `plot` sub-command has them. */
 #define PARAM_PLOT_VIEW                                                                                         \

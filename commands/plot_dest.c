@@ -95,7 +95,8 @@ int plot_dest_init(Session *s, const Args *a, const char *auto_name, PlotDest *d
         d->path = al_asprintf("%s/%s.%s", s->plot_dir && *s->plot_dir ? s->plot_dir : ".", name, fmt);
     }
     if (!d->path) return AL_ERR;
-    if (write_guard_check(s, d->path) != AL_OK) {       /* never into a loaded model's folder */
+    if (write_guard_check(s, d->path) != AL_OK || al_parent_here(d->path) != AL_OK) {   /* never into a loaded
+                                                        model's folder; al.h's folder rule */
         free(d->path);
         d->path = NULL;
         return AL_ERR;

@@ -203,13 +203,49 @@ static int rest_token(const char *line, size_t i, size_t n, Tokens *t, ParseErr 
     return AL_OK;
 }
 
-/* Index of the PF_REST positional of a command without sub-commands, or -1; *line tells
- * whether it also has PF_LINE (the whole line, ';' included). */
-static long rest_index(const Command *c, bool *line) {
+/* Index of the PF_REST positional of a command without sub-commands, or -1; *flags: its flags
+ * (PF_LINE: the whole line, ';' included; PF_TEXT: quotes read as in any word). */
+static long rest_index(const Command *c, unsigned *flags) {
     if (!c || c->sub) return -1;
     for (size_t i = 0; c->pos && c->pos[i].name; i++)
-        if (c->pos[i].flags & PF_REST) { *line = (c->pos[i].flags & PF_LINE) != 0; return (long)i; }
+        if (c->pos[i].flags & PF_REST) { *flags = c->pos[i].flags; return (long)i; }
     return -1;
+}
+
+/* Copies one quoted run line[*i] = q ... q of line[0, n) into word at *wl (escapes of "..." applied:
+ * quoted_escape) and moves *i past its closing quote; false when it has none. */
+static bool copy_quoted(const char *line, size_t *i, size_t n, char *word, size_t *wl) {
+    size_t k = *i;
+    char q = line[k++];
+    while (k < n && line[k] != q) {
+        if (q == '"' && line[k] == '\\' && k + 1 < n) {   /* quoted_escape: \" \\ \n \t */
+            char c = quoted_escape(line[k + 1]);
+            if (c) { word[(*wl)++] = c; k += 2; continue; }
+        }
+        word[(*wl)++] = line[k++];
+    }
+    *i = k < n ? k + 1 : n;
+    return k < n;
+}
+
+static int unterminated(ParseErr *e, size_t col, char q) {
+    return perr(e, col, "unterminated %s quote (close it with %c)", q == '"' ? "double" : "single", q);
+}
+
+/* line[i, j) as one token of text (PF_TEXT): quotes read as in any word, blanks outside them kept,
+ * blanks around it dropped. */
+static int rest_text_token(const char *line, size_t i, size_t j, char *word, Tokens *t, ParseErr *e) {
+    while (i < j && isspace((unsigned char)line[i])) i++;
+    while (j > i && isspace((unsigned char)line[j - 1])) j--;
+    size_t wl = 0, start = i;
+    bool quoted = false;
+    while (i < j) {
+        if (line[i] != '"' && line[i] != '\'') { word[wl++] = line[i++]; continue; }
+        size_t qstart = i;
+        quoted = true;
+        if (!copy_quoted(line, &i, j, word, &wl)) return unterminated(e, qstart, line[qstart]);
+    }
+    return j > start ? push_token(t, word, wl, start, j - start, quoted, e) : AL_OK;
 }
 
 int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseErr *e) {
@@ -225,7 +261,7 @@ int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseEr
     char *word = malloc(n + 1);
     if (!word) return perr(e, i, "out of memory");
     long rest_at = -1;                          /* token index that takes the rest */
-    bool whole_line = false;
+    unsigned rest_flags = 0;
     for (;;) {
         while (i < n && isspace((unsigned char)line[i])) i++;
         if (i >= n) break;
@@ -233,15 +269,16 @@ int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseEr
         if (rest_at >= 0 && (long)t->n == rest_at) {
             /* a PF_LINE parameter (`lua CODE`) takes the whole line; PF_REST the rest of the command */
             size_t j = i;
-            if (!whole_line) {
+            if (!(rest_flags & PF_LINE)) {
                 char q = 0;
                 for (; j < n && (q || line[j] != ';'); j++)
                     if (q ? line[j] == q : (line[j] == '"' || line[j] == '\'')) q = q ? 0 : line[j];
             } else j = n;
             *next = j < n ? j + 1 : n;
             t->end = j;
-            int rc = rest_token(line, i, j, t, e);
+            int rc = rest_flags & PF_TEXT ? rest_text_token(line, i, j, word, t, e) : rest_token(line, i, j, t, e);
             free(word);
+            if (rc) tokens_free(t);
             return rc;
         }
         size_t start = i, wl = 0;
@@ -249,27 +286,18 @@ int cmd_tokenize(const char *line, size_t from, size_t *next, Tokens *t, ParseEr
         while (i < n && !isspace((unsigned char)line[i]) && line[i] != ';') {
             char q = line[i];
             if (q == '"' || q == '\'') {
-                size_t qstart = i++;
+                size_t qstart = i;
                 quoted = true;
-                while (i < n && line[i] != q) {
-                    if (q == '"' && line[i] == '\\' && i + 1 < n) {   /* quoted_escape: \" \\ \n \t */
-                        char c = quoted_escape(line[i + 1]);
-                        if (c) { word[wl++] = c; i += 2; continue; }
-                    }
-                    word[wl++] = line[i++];
-                }
-                if (i >= n) {
+                if (!copy_quoted(line, &i, n, word, &wl)) {
                     free(word);
                     tokens_free(t);
-                    return perr(e, qstart, "unterminated %s quote (close it with %c)",
-                                q == '"' ? "double" : "single", q);
+                    return unterminated(e, qstart, q);
                 }
-                i++;                             /* closing quote */
             } else word[wl++] = line[i++];
         }
         if (push_token(t, word, wl, start, i - start, quoted, e)) { free(word); tokens_free(t); return AL_ERR; }
         if (t->n == 1 && !quoted) {
-            long r = rest_index(cmd_find(t->tok[0].text), &whole_line);
+            long r = rest_index(cmd_find(t->tok[0].text), &rest_flags);
             if (r >= 0) rest_at = 1 + r;
         }
     }
@@ -457,8 +485,8 @@ static int validate_params(const char *path, const Param *ps, bool positional) {
         if (p->comp == COMP_CHOICES && p->type != ARG_ENUM)
             return al_err("%s: parameter '%s' completes from choices but is not an enum", path, p->name);
         if (positional && p->type == ARG_FLAG) return al_err("%s: positional '%s' cannot be a flag", path, p->name);
-        if ((p->flags & PF_LINE) && !(p->flags & PF_REST))
-            return al_err("%s: PF_LINE on '%s' needs PF_REST too", path, p->name);
+        if ((p->flags & (PF_LINE | PF_TEXT)) && !(p->flags & PF_REST))
+            return al_err("%s: PF_LINE / PF_TEXT on '%s' needs PF_REST too", path, p->name);
         if (p->flags & PF_REST) {
             if (!positional || p->type != ARG_STRING || p[1].name)
                 return al_err("%s: PF_REST on '%s' needs the last positional, of type string", path, p->name);
@@ -487,7 +515,7 @@ int cmd_validate(const Command *c, const char *prefix) {
     if (!c->help || !*c->help) return al_err("%s: no long help (.help)", path);
     if (!c->fn == !c->sub) return al_err("%s: needs exactly one of a handler (.fn) or sub-commands (.sub)", path);
     if (c->sub && (c->pos || c->kw)) return al_err("%s: a command with sub-commands takes its parameters in them", path);
-    if (nparams(c->pos) > ARGS_MAX || nparams(c->kw) > ARGS_MAX) return al_err("%s: more than %d parameters", path, ARGS_MAX);
+    if (nparams(c->pos) > ARGS_MAX || nparams(c->kw) > ARGS_MAX) return al_err("%s: more than %d parameter%s", path, ARGS_MAX, al_s(ARGS_MAX));
     if (validate_params(path, c->pos, true) || validate_params(path, c->kw, false)) return AL_ERR;
     for (const Param *p = c->kw; p && p->name; p++)
         for (const Param *q = c->pos; q && q->name; q++)
@@ -792,6 +820,9 @@ int cmd_dispatch(Session *s, const Args *a, Out *out) {
     out->may_write = write_guard_check;      /* never into a loaded model's folder */
     out->may_write_ud = s;
     dispatch_context(s, a, out);
+    for (size_t i = 0; i < a->nkw; i++)        /* a table's `to FILE`: refused before the work, not after */
+        if (a->kw[i].given && a->kw[i].p && (a->kw[i].p->flags & PF_TABLE_TO) && table_path_check(out, a->kw[i].s))
+            return AL_ERR;
     if (al_interrupted()) return al_err("interrupted");
     al_err_clear();
     const Args *outer = running;

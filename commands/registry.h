@@ -93,7 +93,12 @@ enum {
     PF_LINE = 1 << 2,  /* with PF_REST: the rest of the whole line, ';' included (`lua CODE`) */
     PF_VIEW = 1 << 3,  /* only shapes how the result is shown (row order): no parameter of the
                           result, so `set csv.params on` leaves it out of the CSV columns */
-    PF_OPEN_MIN = 1 << 4   /* ARG_FLOAT: min itself is out of range, (min, max] (tau) */
+    PF_OPEN_MIN = 1 << 4,  /* ARG_FLOAT: min itself is out of range, (min, max] (tau) */
+    PF_TEXT = 1 << 5,      /* with PF_REST: the rest is text, quoted as any word is -- quotes removed, "..."'s
+                              escapes applied -- with the blanks between words kept (`echo TEXT`); without
+                              it the rest stays verbatim for a command that parses it again (`replot`) */
+    PF_TABLE_TO = 1 << 6   /* a table's `to FILE` (PARAM_TO): cmd_dispatch checks its extension and the write
+                              guard before the command runs, not after its work */
 };
 
 typedef struct Param {
@@ -112,8 +117,9 @@ typedef struct Param {
 } Param;
 
 /* The standard `to FILE` keyword of table commands (see out_table_to). */
-#define PARAM_TO { .name = "to", .type = ARG_PATH, .comp = COMP_FILES, .metavar = "FILE", \
-                   .help = "write the table to FILE.csv or FILE.json instead of printing it" }
+#define PARAM_TO { .name = "to", .type = ARG_PATH, .flags = PF_TABLE_TO, .comp = COMP_FILES, .metavar = "FILE", \
+                   .help = "write the table to FILE.csv or FILE.json instead of printing it (a missing folder is " \
+                           "made inside the working directory only)" }
 
 /* ================================================================ commands */
 

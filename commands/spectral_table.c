@@ -161,7 +161,7 @@ int health_head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     const FarrLayer *fl;
     if (ws_farr(s, &st) || farr_state_layer(st, s->cur, kind, layer, offset, &fl)) return AL_ERR;
     if (head < 0 || head >= fl->n_heads)
-        return al_err("head %d is out of range: layer %d has %d heads (0-%d)", head, layer, fl->n_heads, fl->n_heads - 1);
+        return al_err("head %d is out of range: layer %d has %d head%s (0-%d)", head, layer, fl->n_heads, al_s(fl->n_heads), fl->n_heads - 1);
     Spectrum *const *arr = side == 0 ? fl->a : side == 1 ? fl->b : fl->fused;
     if (!arr || !arr[head] || !arr[head]->p)
         return al_err("%s of layer %d head %d has no singular values", names[mk], layer, head);

@@ -45,7 +45,7 @@ int ws_state(Session *s, const WsSlot *k, void **out) {
     }
     Workspace *w = s->ws;
     if (w->n == WS_MAX_SLOTS)
-        return al_err("the workspace holds at most %d kinds of state (raise WS_MAX_SLOTS for '%s')", WS_MAX_SLOTS,
+        return al_err("the workspace holds at most %d kind%s of state (raise WS_MAX_SLOTS for '%s')", WS_MAX_SLOTS, al_s(WS_MAX_SLOTS),
                       k->name);
     void *st = k->create();
     if (!st) return al_err_ctx("creating the session's %s state", k->name);

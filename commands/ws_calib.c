@@ -89,8 +89,8 @@ static void ws_calib_describe(const CalibState *c, char *buf, size_t cap) {
     *buf = 0;
     if (!c->st) return;
     const char *src = c->text ? c->text : c->st->source ? c->st->source : "a file";
-    size_t n = (size_t)snprintf(buf, cap, "the calibration of %s (%zu windows, %zu tokens of %s)", c->m->name,
-                                c->st->seqs[0], c->st->tokens[0], src);
+    size_t n = (size_t)snprintf(buf, cap, "the calibration of %s (%zu window%s, %zu token%s of %s)", c->m->name,
+                                c->st->seqs[0], al_s(c->st->seqs[0]), c->st->tokens[0], al_s(c->st->tokens[0]), src);
     const char *sep = " and its kvsvd learn projections (";
     for (int k = 0; k < KQ_NMETHODS && n < cap; k++)
         if (c->proj[k]) {
@@ -199,7 +199,7 @@ static int run_into(Session *s, Model *m, int *ids, size_t n, const CalibRequest
     if (rc == AL_OK && !(text = al_strdup(rq->text))) rc = AL_ERR;
     if (rc) { free(ids); free(text); calib_free(st); return AL_ERR; }
     out_printf(out, "calibrating %s on %zu %s window%s of %zu tokens (windows %zu..%zu of %zu)%s\n", m->name, count,
-               split, count == 1 ? "" : "s", L, first, first + count - 1, n / L,
+               split, al_s(count), L, first, first + count - 1, n / L,
                rq->with_x ? ", with the attention input's second moments" : "");
     rc = calib_run(st, f, ids + first * L, count, L);
     if (rc != AL_OK) { free(ids); free(text); calib_free(st); return rc; }
@@ -272,13 +272,13 @@ int ws_calib_eval_tokens(Session *s, CalibState *c, const Args *a, const char *c
         if (*seqlen != c->req.seqlen) {
             free(*own);
             *own = NULL;
-            return al_err("%s: split train is the %zu calibrated windows of %zu tokens: leave seqlen out (or give "
-                          "split valid)", cmd, c->count, c->req.seqlen);
+            return al_err("%s: split train is the %zu calibrated windows of %zu token%s: leave seqlen out (or give "
+                          "split valid)", cmd, c->count, c->req.seqlen, al_s(c->req.seqlen));
         }
         *first = c->first;
         *count = N < c->count ? N : c->count;
         snprintf(on, cap, "%s%zu calibrated window%s of %zu tokens of %s (in-sample)", *count < c->count ? "the first " : "",
-                 *count, *count == 1 ? "" : "s", *seqlen, name);
+                 *count, al_s(*count), *seqlen, name);
         return AL_OK;
     }
     if (calib_windows(n, *seqlen, split, N, first, count)) { free(*own); *own = NULL; return al_err_ctx("%s", cmd); }
@@ -286,7 +286,7 @@ int ws_calib_eval_tokens(Session *s, CalibState *c, const Args *a, const char *c
            c1 = (c->first + c->count) * c->req.seqlen;
     bool in = !other && lo < c1 && c0 < hi;      /* calibrated on the validation split itself */
     snprintf(on, cap, "%zu %s window%s of %zu tokens of %s (%s)", *count, split == CALIB_TRAIN ? "training" : "validation",
-             *count == 1 ? "" : "s", *seqlen, name ? name : "?", other ? "another text" : in ? "in-sample" : "held out");
+             al_s(*count), *seqlen, name ? name : "?", other ? "another text" : in ? "in-sample" : "held out");
     return AL_OK;
 }
 

@@ -37,7 +37,7 @@ static int ws_check_session_stats(Session *s, Model *src, bool with_mu, int lo, 
         for (int l = 0; l < ci->n_layers; l++) any |= ci->mu[l] != NULL;
         if (!any) { free(ci->mu); ci->mu = NULL; }
     }
-    snprintf(ci->calib, sizeof ci->calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
+    snprintf(ci->calib, sizeof ci->calib, "%zu token%s of %s", cs->tokens[0], al_s(cs->tokens[0]), cs->source ? cs->source : "?");
     *ok = ci->sigma != NULL;
     return AL_OK;
 }
@@ -50,7 +50,7 @@ int ws_check_keep(Session *s, const Model *m, uint64_t seed, bool plus_layer, si
         const CalibStats *cs = NULL;
         drawn.digest = ci_digest(drawn.n_layers, drawn.hidden, (const double *const *)sigma, (const double *const *)mu);
         if (ws_calib_stats(s, m, &cs) == AL_OK && cs)
-            snprintf(drawn.calib, sizeof drawn.calib, "%zu tokens of %s", cs->tokens[0], cs->source ? cs->source : "?");
+            snprintf(drawn.calib, sizeof drawn.calib, "%zu token%s of %s", cs->tokens[0], al_s(cs->tokens[0]), cs->source ? cs->source : "?");
         al_err_clear();
     }
     return ci_copy(&drawn, keep);
@@ -94,7 +94,7 @@ int ws_check_keep_calib(const Model *m, uint64_t seed, bool plus_layer, size_t t
     if (digest_formed(d, cst->sh.n_layers)) return AL_ERR;
     CheckInputs drawn = {.seed = seed, .plus_layer = plus_layer, .tokens = tokens ? tokens : 64, .stats = true,
                          .n_layers = m->cfg.n_layers, .hidden = m->cfg.hidden, .digest = d->h};
-    snprintf(drawn.calib, sizeof drawn.calib, "%zu tokens of %s", cst->tokens[0], cst->source ? cst->source : "?");
+    snprintf(drawn.calib, sizeof drawn.calib, "%zu token%s of %s", cst->tokens[0], al_s(cst->tokens[0]), cst->source ? cst->source : "?");
     return ci_copy(&drawn, keep);
 }
 
@@ -146,8 +146,8 @@ int ws_check_inputs(Session *s, Model *src, const Args *a, bool with_mu, int lo,
     if (given_t) ci->tokens = (size_t)args_int(a, "tokens");
     if (given_s) ci->seed = (uint64_t)args_int(a, "seed");
     if (ci->sigma && (ci->n_layers != src->cfg.n_layers || ci->hidden != src->cfg.hidden))
-        return al_err("check: the recorded statistics are for %d layers of hidden %d; the source has %d of %d",
-                      ci->n_layers, ci->hidden, src->cfg.n_layers, src->cfg.hidden);
+        return al_err("check: the recorded statistics are for %d layer%s of hidden %d; the source has %d of %d",
+                      ci->n_layers, al_s(ci->n_layers), ci->hidden, src->cfg.n_layers, src->cfg.hidden);
     const char *why = NULL, *from = ci->from_file ? "the export folder" : "the session's calibration of the source";
     if (ci->stats && !ci->sigma) {
         from = "the session's calibration of the source";
@@ -198,13 +198,13 @@ void ws_check_recorded_line(Out *out, const CheckInputs *ci, bool fits, const ch
     char seeds[64];
     snprintf(seeds, sizeof seeds, ci->plus_layer ? "seed %" PRIu64 " + layer" : "seed %" PRIu64, ci->seed);
     if (!ci->stats)
-        out_printf(out, "check inputs recorded: %zu tokens, %s, unit variance\n", ci->tokens, seeds);
+        out_printf(out, "check inputs recorded: %zu token%s, %s, unit variance\n", ci->tokens, al_s(ci->tokens), seeds);
     else if (fits)
-        out_printf(out, "check inputs recorded: %zu tokens, %s, the calibration's statistics (%s) in %s\n", ci->tokens,
+        out_printf(out, "check inputs recorded: %zu token%s, %s, the calibration's statistics (%s) in %s\n", ci->tokens, al_s(ci->tokens),
                    seeds, ci->calib, CI_FILE);
     else
-        out_printf(out, "check inputs recorded: %zu tokens, %s and the digest of the calibration's statistics, not the "
-                   "statistics (%s): `check DIR` needs that calibration in the session\n", ci->tokens, seeds,
+        out_printf(out, "check inputs recorded: %zu token%s, %s and the digest of the calibration's statistics, not the "
+                   "statistics (%s): `check DIR` needs that calibration in the session\n", ci->tokens, al_s(ci->tokens), seeds,
                    why ? why : "over the size kept in the folder");
 }
 
@@ -263,7 +263,7 @@ int ws_check_text(Session *s, Model *src, const Args *a, CheckText *t) {
         t->ids = t->own;
         t->seqlen = default_seqlen(src);
         if (t->seqlen > t->n) t->seqlen = t->n;
-        snprintf(t->on, sizeof t->on, "%s (given: %zu tokens), windows of %zu", file, t->n, t->seqlen);
+        snprintf(t->on, sizeof t->on, "%s (given: %zu token%s), windows of %zu", file, t->n, al_s(t->n), t->seqlen);
         return AL_OK;
     }
     return ws_check_heldout(s, src, t);
@@ -280,8 +280,8 @@ int ws_check_heldout(Session *s, Model *src, CheckText *t) {
     size_t L = ct.req.seqlen;
     if (calib_windows(ct.n, L, CALIB_VALID, 0, &first, &count)) {
         al_err_clear();
-        snprintf(t->on, sizeof t->on, "no text: the calibration text %s has no validation window of %zu tokens; give "
-                 "text FILE", ct.req.text ? ct.req.text : "?", L);
+        snprintf(t->on, sizeof t->on, "no text: the calibration text %s has no validation window of %zu token%s; give "
+                 "text FILE", ct.req.text ? ct.req.text : "?", L, al_s(L));
         return AL_OK;
     }
     /* as `convert mla` measures it: from the first validation window to the end, at most its ppl-tokens default */
@@ -308,12 +308,12 @@ void ws_check_ppl_line(Out *out, const CheckText *t, size_t tokens, double nll_b
     else if (!tokens)
         out_printf(out, "perplexity: not measured on %s (see the notes)\n", t->on);
     else if (!isfinite(nll_before) || !isfinite(nll_after))   /* NaN weights: nan, as `ppl` prints it */
-        out_printf(out, "perplexity on %zu tokens, %s: %.6g before (source), %.6g after (%s): not finite (a NaN "
-                   "or infinite weight or activation on the way: `ppl` gives the same)\n", tokens, t->on,
+        out_printf(out, "perplexity on %zu token%s, %s: %.6g before (source), %.6g after (%s): not finite (a NaN "
+                   "or infinite weight or activation on the way: `ppl` gives the same)\n", tokens, al_s(tokens), t->on,
                    exp(nll_before), exp(nll_after), after);
     else
-        out_printf(out, "perplexity on %zu tokens, %s: %.6g before (source), %.6g after (%s) (%+.2f%%; log %.5f -> "
-                   "%.5f)\n", tokens, t->on, exp(nll_before), exp(nll_after), after,
+        out_printf(out, "perplexity on %zu token%s, %s: %.6g before (source), %.6g after (%s) (%+.2f%%; log %.5f -> "
+                   "%.5f)\n", tokens, al_s(tokens), t->on, exp(nll_before), exp(nll_after), after,
                    100.0 * (exp(nll_after - nll_before) - 1), nll_before, nll_after);
 }
 

@@ -73,8 +73,8 @@ static int calib_mark(Session *s, Model *m, int fit, CalibMark *mk) {
 static int budget_over(const Model *m, size_t budget) {
     size_t w = cfg_kv_values(&m->cfg);
     if (w && budget > w)
-        return al_err("kv-budget %zu is more than the %zu values per token per layer %s caches: every method would "
-                      "keep the whole cache; give a budget of at most %zu", budget, w, m->name, w);
+        return al_err("kv-budget %zu is more than the %zu value%s per token per layer %s caches: every method would "
+                      "keep the whole cache; give a budget of at most %zu", budget, w, al_s(w), m->name, w);
     return AL_OK;
 }
 
@@ -178,7 +178,7 @@ int ws_compare_text(Session *s, Model *m, const Args *a, CheckText *t) {
         if ((rc = ws_check_tokens(s, m, file, &t->own, &t->n))) return al_err_ctx("compare: text %s", file);
         t->ids = t->own;
         t->seqlen = 512;
-        snprintf(t->on, sizeof t->on, "%.300s (given: %zu tokens)", file, t->n);
+        snprintf(t->on, sizeof t->on, "%.300s (given: %zu token%s)", file, t->n, al_s(t->n));
     }
     if (args_given(a, "seqlen")) t->seqlen = (size_t)args_int(a, "seqlen");
     char *w = strstr(t->on, ", windows of ");              /* heldout's: the caller says the windows it runs */
@@ -186,7 +186,7 @@ int ws_compare_text(Session *s, Model *m, const Args *a, CheckText *t) {
     size_t ctx = m->cfg.max_pos > 0 ? (size_t)m->cfg.max_pos : t->seqlen;
     if (t->seqlen > ctx) t->seqlen = ctx;
     if (t->seqlen > t->n) t->seqlen = t->n;
-    if (t->n < 4) { ws_check_text_free(t); return al_err("compare: the text has %zu tokens; it needs at least 4", t->n); }
+    if (t->n < 4) { ws_check_text_free(t); return al_err("compare: the text has %zu token%s; it needs at least 4", t->n, al_s(t->n)); }
     return AL_OK;
 }
 

@@ -107,7 +107,7 @@ int ws_mlastrat_parse_list(const char *list, MlastratOpts *s, size_t cap, size_t
     if (!buf) return AL_ERR;
     int rc = AL_OK;
     for (char *t = strtok_r(buf, ",", &save); rc == AL_OK && t; t = strtok_r(NULL, ",", &save)) {
-        if (*n == cap) rc = al_err("strategies: at most %zu rows", cap);
+        if (*n == cap) rc = al_err("strategies: at most %zu row%s", cap, al_s(cap));
         else if ((rc = parse_one(t, &s[*n])) == AL_OK) (*n)++;
     }
     free(buf);
@@ -118,7 +118,7 @@ int ws_mlastrat_ranks(const char *what, const char *list, int *R, size_t cap, si
     *n = 0;
     if (!list || !*list) return al_err("%s needs kv-ranks R,R,... (e.g. kv-ranks 128,256,full)", what);
     for (const char *p = list; *p;) {
-        if (*n == cap) return al_err("kv-ranks: at most %zu ranks", cap);
+        if (*n == cap) return al_err("kv-ranks: at most %zu rank%s", cap, al_s(cap));
         char *end;
         if (!strncmp(p, "full", 4) && (p[4] == ',' || !p[4])) { R[(*n)++] = TMLA_FULL; end = (char *)p + 4; }
         else {
@@ -172,7 +172,7 @@ int ws_mlastrat_table(Session *s, Model *m, const Args *a, const int *ranks, siz
         out_printf(out, "%s layers %ld-%ld, %zu strategies x %zu kv ranks; PCA / CARE statistics: %s; errors: relative "
                    "Frobenius of scores and outputs, means over the layers, on 64 Gaussian tokens with each layer's "
                    "activation statistics (as check)\n", m->name, lo, hi, ns, n_ranks, u.source);
-        out_printf(out, "perplexity on %zu tokens, %s, windows of %zu: original %.6g (log %.5f)\n", (*t)->tokens,
+        out_printf(out, "perplexity on %zu token%s, %s, windows of %zu: original %.6g (log %.5f)\n", (*t)->tokens, al_s((*t)->tokens),
                    u.ppl_on, u.seqlen, exp((*t)->base_nll), (*t)->base_nll);
     }
     ws_tmla_stats_release(&u);
@@ -233,7 +233,7 @@ Table *ws_mlastrat_rows(const Model *m, const MlastratTable *t) {
         table_str(tb, s->kind == MLASTRAT_MHA2MLA ? (s->svd == MLASTRAT_SVD_SPLIT ? "svd-split" : "svd-joint")
                       : s->kind == MLASTRAT_CARE ? "care" : "pca-bkv");
         table_str(tb, mlastrat_alloc_name(s->alloc));
-        table_num(tb, w->kv_values);
+        table_count(tb, w->kv_values);
         table_int(tb, w->rank_min);
         table_int(tb, w->rank_max);
         MlastratOpts full = *s;

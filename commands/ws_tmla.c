@@ -39,15 +39,15 @@ static int calibrate_text(Session *s, Model *m, const CalibRequest *rq, TmlaStat
     if (ws_read_tokens(s, m, rq->text, rq->ids_file, &ids, &n)) return AL_ERR;
     if (n < rq->seqlen) {
         free(ids);
-        return al_err("%s has %zu tokens, less than one calibration window of seqlen %zu: give seqlen %zu or less",
-                      rq->text, n, rq->seqlen, n);
+        return al_err("%s has %zu token%s, less than one calibration window of seqlen %zu: give seqlen %zu or less",
+                      rq->text, n, al_s(n), rq->seqlen, n);
     }
     double t0 = now_s();
     if (u->scoped && !(u->own = al_calloc(1, sizeof *u->own, "a figure's calibration"))) { free(ids); return AL_ERR; }
     int rc = u->scoped ? ws_calib_run_own(s, m, ids, n, rq, u->own, out) : ws_calib_run(s, m, ids, n, rq, out);
     CalibText ct;
     if (rc == AL_OK && (u->scoped ? ws_calib_state_text(u->own, &ct) : ws_calib_text(s, m, &ct)))
-        out_printf(out, "activation statistics of %s: %zu windows x %zu tokens of %s (%.2f s)%s\n", m->name, ct.count,
+        out_printf(out, "activation statistics of %s: %zu window%s x %zu tokens of %s (%.2f s)%s\n", m->name, ct.count, al_s(ct.count),
                    rq->seqlen, rq->text, now_s() - t0,
                    u->scoped ? "; this command's own, the session's calibration is unchanged" : "");
     return rc;
@@ -105,8 +105,8 @@ static int ppl_tokens(Session *s, Model *m, const Args *a, TmlaStatsUse *u, size
     } else if (split == 1) {
         return al_err_ctx("split valid of %s", u->text);
     } else
-        snprintf(u->ppl_on, sizeof u->ppl_on, "%s (%s has no validation window of %zu tokens: give eval FILE for a "
-                 "held-out text)", c1 > c0 ? "in-sample" : "not calibrated on", u->text, L);
+        snprintf(u->ppl_on, sizeof u->ppl_on, "%s (%s has no validation window of %zu token%s: give eval FILE for a "
+                 "held-out text)", c1 > c0 ? "in-sample" : "not calibrated on", u->text, L, al_s(L));
     u->in_sample = !held && c1 > c0 && lo < c1 && c0 < hi;
     u->ids += lo;
     *avail = hi - lo;
@@ -132,8 +132,8 @@ static int stats_of(Session *s, Model *m, int choice, const CalibRequest *rq, bo
     if (given)
         snprintf(u->source, sizeof u->source, "activations of %zu x %zu tokens of %s", cst->seqs[0], cst->seqlen, rq->text);
     else
-        snprintf(u->source, sizeof u->source, "activations of the session's calibration (%zu tokens of %s)%s",
-                 cst->tokens[0], cst->source ? cst->source : "?",
+        snprintf(u->source, sizeof u->source, "activations of the session's calibration (%zu token%s of %s)%s",
+                 cst->tokens[0], al_s(cst->tokens[0]), cst->source ? cst->source : "?",
                  !cst->sx && m->cfg.qkv_bias ? "; it keeps no input mean, so the bias cross terms are left out" : "");
     return rc;
 }
@@ -182,7 +182,7 @@ static int tmla_stats(Session *s, Model *m, const Args *a, bool need_text, bool 
     if (rc == AL_OK && need_text && !u->ids)
         rc = al_err("this needs a text for perplexity: give calib FILE (a text) or ids FILE, or run calibrate FILE");
     if (rc == AL_OK && u->ids && u->ppl_tokens < 2)
-        rc = al_err("%s has %zu tokens for perplexity: it needs at least 2", u->text, u->ppl_tokens);
+        rc = al_err("%s has %zu token%s for perplexity: it needs at least 2", u->text, u->ppl_tokens, al_s(u->ppl_tokens));
     if (rc) ws_tmla_stats_release(u);
     return rc;
 }

@@ -5,7 +5,9 @@
 #include "cmd_shell.h"
 #include "commands.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "exec.h"
 #include "history.h"
@@ -26,6 +28,8 @@ static int cmd_run(Session *s, const Args *a, Out *out) {
     ShellState *st = shell_state(s);
     if (!st) return AL_ERR;
     if (st->depth >= 16) return al_err("run %s: files run each other more than 16 deep (a loop?)", path);
+    struct stat sb;                        /* Lua's own "cannot open" read as no error of the shell's */
+    if (stat(path, &sb) != 0) return al_err("run: cannot open '%s' (%s)", path, strerror(errno));
     st->depth++;
     int rc = n > 4 && !strcmp(path + n - 4, ".lua") ? shell_lua_file(s, path, 0, NULL, out)
                                                      : shell_run_commands_file(s, path, out);
@@ -77,8 +81,8 @@ static const Param lua_pos[] = {
     {0}
 };
 static const Param echo_pos[] = {
-    { .name = "text", .type = ARG_STRING, .def = "", .flags = PF_REST, .comp = COMP_NONE, .metavar = "TEXT...",
-      .help = "text to print (the rest of the line)" },
+    { .name = "text", .type = ARG_STRING, .def = "", .flags = PF_REST | PF_TEXT, .comp = COMP_NONE, .metavar = "TEXT...",
+      .help = "text to print: the rest of the command, quoted as any argument (\"a  b\" prints a  b)" },
     {0}
 };
 static const Param history_pos[] = {
@@ -98,7 +102,13 @@ static const Command shell_cmds[] = {
       .fn = cmd_run, .lua_name = "run_file" },
     { .name = "lua", .summary = "run Lua code (also: '= expr' prints an expression)", .help = LUA_HELP,
       .pos = lua_pos, .fn = cmd_lua },
-    { .name = "echo", .summary = "print the rest of the line", .help = "Prints its text (for scripts).",
+    { .name = "echo", .summary = "print the rest of the command",
+      .help = "Prints its text (for scripts): the rest of the command up to an unquoted ';', its quotes read\n"
+              "as in any argument -- \"...\" and '...' removed, \"...\"'s \\n \\t \\\" \\\\ escapes applied -- and\n"
+              "the blanks between words kept.\n"
+              "Examples:\n"
+              "  echo \"a b\"; echo 'say \"hi\"'\n"
+              "  echo \"two\\nlines\"",
       .pos = echo_pos, .fn = cmd_echo },
     { .name = "history", .summary = "show recent command lines",
       .help = "The prompt's history, kept across sessions in the history file of attnlab's\n"

@@ -119,8 +119,8 @@ static int series_read(lua_State *L, int idx, size_t i, LSeries *s) {
         series_field(L, idx, "yerr", i, &s->e, &s->ne))
         return AL_ERR;
     if (!s->y || !s->ny) return al_err("series[%zu] has no y values (y = {...})", i + 1);
-    if (s->x && s->nx != s->ny) return al_err("series[%zu]: x has %zu values, y has %zu; they must have one length", i + 1, s->nx, s->ny);
-    if (s->e && s->ne != s->ny) return al_err("series[%zu]: yerr has %zu values, y has %zu; they must have one length", i + 1, s->ne, s->ny);
+    if (s->x && s->nx != s->ny) return al_err("series[%zu]: x has %zu value%s, y has %zu; they must have one length", i + 1, s->nx, al_s(s->nx), s->ny);
+    if (s->e && s->ne != s->ny) return al_err("series[%zu]: yerr has %zu value%s, y has %zu; they must have one length", i + 1, s->ne, al_s(s->ne), s->ny);
     if (!s->x) {
         if (!(s->x = al_malloc3(s->ny, 1, sizeof(double), "series x"))) return AL_ERR;
         for (size_t r = 0; r < s->ny; r++) s->x[r] = (double)(r + 1);
@@ -228,7 +228,7 @@ static int grid_arg(lua_State *L, int idx, const char *key, Tokens *t) {
         lua_pop(L, 1);
         if (rc) break;
         if (i == 0) cols = m;
-        if (m != cols || !m) rc = al_err("%s has %zu values, row 1 has %zu; every row needs the same length", what, m, cols);
+        if (m != cols || !m) rc = al_err("%s has %zu value%s, row 1 has %zu; every row needs the same length", what, m, al_s(m), cols);
         for (size_t j = 0; !rc && j < m; j++) cell(f, v, m, j, j == 0);
         if (!rc) fputc('\n', f);
         free(v);

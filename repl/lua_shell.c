@@ -119,7 +119,10 @@ static int push_result(lua_State *L, const Out *o) {
     case RES_STRING: lua_pushstring(L, o->str); return 1;
     case RES_ARRAY:
         lua_createtable(L, o->narr > 1e6 ? 0 : (int)o->narr, 0);
-        for (size_t i = 0; i < o->narr; i++) { lua_pushnumber(L, o->arr[i]); lua_rawseti(L, -2, (lua_Integer)i + 1); }
+        for (size_t i = 0; i < o->narr; i++) {
+            if (o->arr_int) lua_pushinteger(L, (lua_Integer)o->arr[i]); else lua_pushnumber(L, o->arr[i]);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
         return 1;
     case RES_TABLE: return push_table(L, o->table);
     }

@@ -151,7 +151,7 @@ for t in 1 2 3; do
         at_random $! && grep -q -- "-- interrupted;" out.txt    # landed in the evaluation, not before it
     }
     until_landed eval_try || fail "eval try $t: the SIGINT never landed"
-    k=$(sed -n 's/^\([0-9]*\) sequences in .* -- interrupted;.*/\1/p' out.txt)
+    k=$(sed -n 's/^\([0-9]*\) sequences\? in .* -- interrupted;.*/\1/p' out.txt)
     [ -n "$k" ] && [ "$k" -gt 0 ] && [ "$k" -lt 300 ] || { fail "eval try $t: not interrupted: [$(grep -i 'sequences\|interrupt' out.txt)]"; continue; }
     "$B" -e "$EV samples $k to ew.csv" >/dev/null 2>&1
     cmp -s ev.csv ew.csv || fail "eval try $t: interrupted after $k windows, the table is not $k windows': $(diff ev.csv ew.csv | head -4 | tr '\n' ' ')"

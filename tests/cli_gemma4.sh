@@ -19,14 +19,14 @@ ok "synth family gemma4_text" test "$(rc)" = 0
 
 out=$(e "load $d; info")
 ok "info: family" has "$out" "model_type  *gemma4_text"
-ok "info: proportional RoPE on the full layers" has "$out" "full: head_dim 64, 1 KV heads, RoPE theta 1e+06 proportional 0.25: pairs (j, j + 32) for j < 8 turn at theta^(-2j/64), the other 24 pairs"
+ok "info: proportional RoPE on the full layers" has "$out" "full: head_dim 64, 1 KV head, RoPE theta 1e+06 proportional 0.25: pairs (j, j + 32) for j < 8 turn at theta^(-2j/64), the other 24 pairs"
 ok "info: sliding layers' RoPE" has "$out" "sliding: head_dim 32, 2 KV heads, RoPE theta 10000 (rotate_half over the head)"
 ok "info: KV-shared layers and their sources" has "$out" "kv_shared_layers  *4 <- 2, 5 <- 3 (no k_proj / v_proj"
 ok "info: k_eq_v ties V-O and Q-K" has "$out" "V-O and Q-K are tied to one projection (W_K W_O and W_Q W_K^T)"
 ok "info: scale 1" has "$out" "softmax_scale  *1$"
 ok "info: per-layer embeddings" has "$out" "per_layer_embeddings  *16 per layer (embed_tokens_per_layer of 256 tokens"
 ok "info: KV bytes of the 4 layers with their own cache" has "$out" "kv_bytes_per_token  *2048$"
-ok "info: kvsvd refused (per-type head dims)" has "$out" "kvsvd  *no: .*the full-attention layers have their own head dims (global_head_dim 64, 1 KV heads)"
+ok "info: kvsvd refused (per-type head dims)" has "$out" "kvsvd  *no: .*the full-attention layers have their own head dims (global_head_dim 64, 1 KV head)"
 ok "info: export formats: truncate; tpa named once (no export note for a conversion that does not run)" has "$out" "export formats  *yes: truncate (not: mla, tpa, kvsvd, see their own lines)$"
 ok "info: ppl available, calibrate refused" has "$out" "ppl/calibrate  *yes: ppl and generate; calibrate refused"
 out=$(e "load $d; calibrate ids /dev/null")
@@ -91,7 +91,7 @@ for r in 31B E2B 26B-A4B; do
 done
 out=$(e "load $T/real31B; info")
 ok "gemma-4-31B-it's config: loads as gemma4" has "$out" "model_type  *gemma4$"
-ok "... sliding and full layers with their own head dims and KV heads" has "$out" "sliding: head_dim 16, 4 KV heads, RoPE theta 10000 (rotate_half over the head); full: head_dim 32, 1 KV heads, RoPE theta 1e+06 proportional 0.25: pairs (j, j + 16) for j < 4"
+ok "... sliding and full layers with their own head dims and KV heads" has "$out" "sliding: head_dim 16, 4 KV heads, RoPE theta 10000 (rotate_half over the head); full: head_dim 32, 1 KV head, RoPE theta 1e+06 proportional 0.25: pairs (j, j + 16) for j < 4"
 ok "... window 1024 on layers 0-4" has "$out" "0, 1, 2, 3, 4 (window 1024); full: 5"
 ok "... k_eq_v" has "$out" "attention_k_eq_v  *full layers: no v_proj"
 ok "... no KV-shared layers" hasnt "$out" "kv_shared_layers"
@@ -105,7 +105,7 @@ ok "... attention parameters per layer type: 5 x 16384 + 18432" has "$out" "attn
 run -e "load $T/real31B; ranks vo layer 5"
 ok "ranks vo on the full layer (head_dim 32, V = K)" grep -Eq "^ +5 +0 +32 +32 +[0-9]+$" out.txt
 out=$(e "load $T/realE2B; info")
-ok "gemma-4-E2B-it's config: full layers head_dim 32, 1 KV head (k_eq_v false: no KV override)" has "$out" "full: head_dim 32, 1 KV heads"
+ok "gemma-4-E2B-it's config: full layers head_dim 32, 1 KV head (k_eq_v false: no KV override)" has "$out" "full: head_dim 32, 1 KV head"
 ok "... layers 6-9 share 5's (sliding) and 4's (full) K / V" has "$out" "kv_shared_layers  *6 <- 5, 7 <- 5, 8 <- 5, 9 <- 4"
 ok "... per-layer embeddings" has "$out" "per_layer_embeddings  *8 per layer"
 ok "... KV bytes of layers 0-5: (5 x 1 x 32 + 1 x 1 x 64) x 2 (BF16, as above)" has "$out" "kv_bytes_per_token  *448$"

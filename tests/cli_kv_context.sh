@@ -103,12 +103,12 @@ out=$(e "load $T/real31B; info")
 ok "31B: attention parameters per layer type" has "$out" \
     "^attn_params_per_layer_by_type  *sliding 16384, full 18432 (no v_proj: attention_k_eq_v)$"
 ok "31B: KV values per layer type" has "$out" \
-    "^kv_values_per_token_per_layer_by_type  *sliding 128 (4 KV heads x (16 + 16)), full 64 (1 KV heads x (32 + 32): K and V cached apart"
+    "^kv_values_per_token_per_layer_by_type  *sliding 128 (4 KV heads x (16 + 16)), full 64 (1 KV head x (32 + 32): K and V cached apart"
 out=$(e "load $T/realE2B; info")
 ok "E2B: attention parameters per layer type, KV-shared layers" has "$out" \
     "^attn_params_per_layer_by_type  *sliding 10240, full 20480; the KV-shared layers have no k_proj / v_proj$"
 ok "E2B: KV values per layer type" has "$out" \
-    "^kv_values_per_token_per_layer_by_type  *sliding 32 (1 KV heads x (16 + 16)), full 64 (1 KV heads x (32 + 32)); the KV-shared layers none of their own$"
+    "^kv_values_per_token_per_layer_by_type  *sliding 32 (1 KV head x (16 + 16)), full 64 (1 KV head x (32 + 32)); the KV-shared layers none of their own$"
 out=$(e "load $T/gemma2; info")
 ok "a model of one head shape has no by-type rows" hasnt "$out" "by_type"
 
@@ -120,8 +120,8 @@ want_attn() {
     [ "$got" = "$2" ] && pass=$((pass + 1)) || fail "$1: info attention [$got], want [$2]"
 }
 want_attn llama4_text "layers 0-2 chunked 8 (llama3 x16, theta 500000); layer 3 full (no RoPE)"
-want_attn gemma4_text "layers 0-2 sliding 8 (RoPE theta 10000); layer 3 full (RoPE theta 1e+06; head_dim 64, 1 KV heads); layer 4 sliding 8 (RoPE theta 10000; K/V of layer 2); layer 5 full (RoPE theta 1e+06; head_dim 64, 1 KV heads; K/V of layer 3)"
-want_attn realE2B "layers 0-3, 5 sliding 512 (RoPE theta 10000); layer 4 full (RoPE theta 1e+06; head_dim 32, 1 KV heads); layers 6-8 sliding 512 (RoPE theta 10000; K/V of layer 5); layer 9 full (RoPE theta 1e+06; head_dim 32, 1 KV heads; K/V of layer 4)"
+want_attn gemma4_text "layers 0-2 sliding 8 (RoPE theta 10000); layer 3 full (RoPE theta 1e+06; head_dim 64, 1 KV head); layer 4 sliding 8 (RoPE theta 10000; K/V of layer 2); layer 5 full (RoPE theta 1e+06; head_dim 64, 1 KV head; K/V of layer 3)"
+want_attn realE2B "layers 0-3, 5 sliding 512 (RoPE theta 10000); layer 4 full (RoPE theta 1e+06; head_dim 32, 1 KV head); layers 6-8 sliding 512 (RoPE theta 10000; K/V of layer 5); layer 9 full (RoPE theta 1e+06; head_dim 32, 1 KV head; K/V of layer 4)"
 want_attn nemotron_h "layers 0, 3 Mamba-2 (SSM); layers 1, 4 full (no RoPE); layers 2, 5 MLP block (no mixer)"
 want_attn kimi_linear "layers 0-2, 4-6 Kimi Delta Attention (linear attention); layers 3, 7 full (no RoPE)"
 want_attn qwen3_next "layers 0-2 Gated DeltaNet (linear attention); layer 3 full (RoPE theta 1e+07)"

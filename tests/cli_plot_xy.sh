@@ -165,7 +165,7 @@ has_label lgrid.svg "Lua grid" || fail "Lua matrix: [$out]"
 has_label lpan.svg "Top" && has_label lpan.svg "Bottom" || fail "Lua panels: [$out]"
 has "$out" "mismatch:.*series\[1\]: x has 3 values, y has 2; they must have one length" || fail "Lua length mismatch: [$out]"
 has "$out" "text:.*series\[1\].y\[2\] is a string, not a number" || fail "Lua text value: [$out]"
-has "$out" "ragged:.*data\[2\] has 1 values, row 1 has 2" || fail "Lua ragged matrix: [$out]"
+has "$out" "ragged:.*data\[2\] has 1 value, row 1 has 2" || fail "Lua ragged matrix: [$out]"
 [ -e lbad.svg ] && fail "a refused Lua figure left lbad.svg"
 ls "$TMPDIR"/attnlab-lua-*.csv 2>/dev/null | grep -q . && fail "Lua's temporary CSV files were left behind"
 

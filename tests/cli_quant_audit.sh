@@ -175,7 +175,7 @@ all_analyses() {
     e "load $1 as m; spectrum vo layer 1 head 0; fuse qk layer 2 head 3 offset 4; calibrate $TXT samples 4 seqlen 64;
        kvsvd learn all rank 4; kvsvd eval; compare kv-budget 32 tokens 64; convert mla kv-rank 16; set compute bf16;
        ranks vo tau 0.9; ranks qk offset 4 tau 0.9; spectrum qk layer 3 head 2 offset 4; ppl $TXT source" |
-        grep -v "^loaded\|^ppl of\| s (.*tok/s)\|sequences in .* s;\|^compute bf16 asked\|^calibrating m\|^conversion: [0-9.]* s (CPU"
+        grep -v "^loaded\|^ppl of\| s (.*tok/s)\|sequences\? in .* s;\|^compute bf16 asked\|^calibrating m\|^conversion: [0-9.]* s (CPU"
 }
 $P/fp4_quant.py "$SRC" "$T/mx" mxfp4
 $P/fp4_quant.py "$SRC" "$T/ctnv" ctnvfp4

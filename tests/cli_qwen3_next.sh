@@ -25,7 +25,7 @@ ok "  naming its one attention layer (only layer 3 has, not 'only layers 3 have'
 ok "info: compare runs (the gate: the rows of the methods it does not pass say so; cli_compare_na.sh)" has "$out" "^compare  *yes"
 
 out=$(e "load $d; kv-cache")
-ok "kv-cache: one layer" has "$out" "512 bytes per token in 1 layers"
+ok "kv-cache: one layer" has "$out" "512 bytes per token in 1 layer"
 
 out=$(e "load $d; ranks vo layer 0")
 ok "ranks vo of a linear layer refused by name" has "$out" "layer 0 of this qwen3_next model is a Gated DeltaNet"
@@ -37,7 +37,7 @@ ok "layer 3 head 2: flat 32" grep -Eq "^ +3 +2 +32 +32 +32$" out.txt
 
 out=$(e "load $d; truncate vo layers 3-3 tau 0.99")
 # KV head 0's V keeps 6 of 32 dims: 64 K + 6 + 32 V = 102 values of 128, in the 1 layer with a cache
-ok "truncate: the mean over the 1 layer with a cache" has "$out" "mean over the 1 layers): 128 -> 102 values (79.7%); whole model 512 -> 408"
+ok "truncate: the mean over the 1 layer with a cache" has "$out" "mean over the 1 layer): 128 -> 102 values (79.7%); whole model 512 -> 408"
 
 cli_ids 40 ids.txt
 run -e "load $d; ppl ids ids.txt seqlen 40"

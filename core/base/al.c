@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,7 +88,7 @@ bool al_warn_pop(char *buf, size_t cap) {
         unsigned rep = warn_rep[warn_head];
         warn_head = (warn_head + 1) % WARN_MAX;
         warn_len--;
-        if (cap && rep > 1) snprintf(buf, cap, "%s (%u times)", w ? w : "", rep);
+        if (cap && rep > 1) snprintf(buf, cap, "%s (%u time%s)", w ? w : "", rep, al_s(rep));
         else if (cap) snprintf(buf, cap, "%s", w ? w : "");
         free(w);
         got = true;
@@ -124,7 +125,7 @@ bool al_mul_ok(size_t a, size_t b, size_t *out, const char *what) {
 
 void *al_malloc(size_t n, const char *what) {
     void *p = malloc(n ? n : 1);
-    if (!p) al_err("out of memory allocating %zu bytes for %s", n, what ? what : "a buffer");
+    if (!p) al_err("out of memory allocating %zu byte%s for %s", n, al_s(n), what ? what : "a buffer");
     return p;
 }
 
@@ -279,6 +280,46 @@ int al_mkdirs(const char *path) {
     if (rc == AL_OK && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
         rc = al_err("%s exists and is not a folder", path);
     free(p);
+    return rc;
+}
+
+/* Whether folder `existing` is the working directory or inside it (both resolved). */
+static bool under_cwd(const char *existing) {
+    char cwd[PATH_MAX], here[PATH_MAX], there[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd) || !realpath(cwd, here) || !realpath(existing, there)) return false;
+    size_t n = strlen(here);
+    return !strcmp(here, "/") || (!strncmp(there, here, n) && (there[n] == 0 || there[n] == '/'));
+}
+
+int al_mkdirs_here(const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0) return S_ISDIR(sb.st_mode) ? AL_OK : al_err("%s exists and is not a folder", dir);
+    char *missing = al_strdup(dir), *up = NULL;
+    while (missing) {                                  /* climb to the topmost missing folder */
+        char *q = al_strdup(missing);
+        up = q ? al_strdup(dirname(q)) : NULL;
+        free(q);
+        if (!up || !strcmp(up, missing) || stat(up, &sb) == 0) break;
+        free(missing);
+        missing = up;
+        up = NULL;
+    }
+    int rc = !missing || !up ? AL_ERR
+           : under_cwd(up) ? al_mkdirs(dir)
+           : al_err("folder %s does not exist: attnlab creates missing folders only inside the working directory; "
+                    "create it first (mkdir -p %s) or give a path in a folder that exists", missing, dir);
+    free(missing);
+    free(up);
+    return rc;
+}
+
+int al_parent_here(const char *path) {
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!slash) return AL_OK;
+    if (slash == path) return AL_OK;                   /* "/file": the root exists */
+    char *dir = strndup(path, (size_t)(slash - path));
+    int rc = dir ? al_mkdirs_here(dir) : al_err("out of memory");
+    free(dir);
     return rc;
 }
 

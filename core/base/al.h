@@ -97,8 +97,19 @@ int al_check_regular(const char *path, const char *kind);
  * terminal), cut to fit cap bytes; returns buf. */
 const char *al_printable(const char *s, char *buf, size_t cap);
 
+/* The plural ending of a counted noun: "s", or "" for one -- "%d layer%s", n, al_s(n) prints "1 layer", "4 layers".
+ * Every message that counts goes through it. */
+static inline const char *al_s(long long n) { return n == 1 ? "" : "s"; }
+
 /* mkdir -p: creates path and its missing parents; an error names the folder that failed. */
 int al_mkdirs(const char *path);
+/* The folder rule of every command that writes (tables, figures, exports, checkpoints): creates
+ * folder dir and its missing ancestors when the nearest one that exists is the working directory
+ * or inside it (`to out/r.csv` makes out/); a folder elsewhere (an absolute path, or one reaching
+ * out with ..) must exist, and the error names the first missing folder and says to create it. */
+int al_mkdirs_here(const char *dir);
+/* The same rule for the folder that holds file path (nothing to do when path has no folder). */
+int al_parent_here(const char *path);
 
 /* Creates path for writing with O_CREAT | O_EXCL | O_NOFOLLOW (mode 0644): an existing file or a
  * planted symlink is refused, never followed or truncated. Returns the fd, or -1 with an error. */

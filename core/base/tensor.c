@@ -418,7 +418,7 @@ Mat *mat_copy(const Mat *m) {
 
 Mat *mat_slice(const Mat *m, size_t r0, size_t nr, size_t c0, size_t nc) {
     if (r0 + nr > m->rows || c0 + nc > m->cols) {
-        al_err("slice rows %zu+%zu cols %zu+%zu out of a %zux%zu matrix", r0, nr, c0, nc, m->rows, m->cols);
+        al_err("slice rows %zu+%zu col%s %zu+%zu out of a %zux%zu matrix", r0, nr, al_s(nr), c0, nc, m->rows, m->cols);
         return NULL;
     }
     Mat *s = mat_new(nr, nc);
@@ -429,7 +429,7 @@ Mat *mat_slice(const Mat *m, size_t r0, size_t nr, size_t c0, size_t nc) {
 
 Mat *mat_slice_t(const Mat *m, size_t r0, size_t nr, size_t c0, size_t nc) {
     if (r0 + nr > m->rows || c0 + nc > m->cols) {
-        al_err("slice rows %zu+%zu cols %zu+%zu out of a %zux%zu matrix", r0, nr, c0, nc, m->rows, m->cols);
+        al_err("slice rows %zu+%zu col%s %zu+%zu out of a %zux%zu matrix", r0, nr, al_s(nr), c0, nc, m->rows, m->cols);
         return NULL;
     }
     Mat *s = mat_new(nc, nr);

@@ -543,7 +543,7 @@ static int fill_rewritten(void *ud, void *dst, size_t nbytes) {
     size_t rows = R, cols = C;
     if (x->fmt == EXPORT_HF) rewritten_rows_cols(x, j->suffix, &rows, &cols);
     if (rows * cols * dt_size(j->dt) != nbytes)
-        return al_err("internal: %s rewritten to %zu values, %zu bytes were planned", j->name, rows * cols, nbytes);
+        return al_err("internal: %s rewritten to %zu value%s, %zu byte%s were planned", j->name, rows * cols, al_s(rows * cols), nbytes, al_s(nbytes));
     free(x->scale);
     x->scale = NULL;
     if (j->dt == DT_F8_E4M3) {

@@ -77,7 +77,7 @@ static int fill_experts_fp4(Fill *f, float *dst, size_t numel) {
     if (store_fp4_experts(f->m->store, f->hf, &E, &q) != AL_OK) return AL_ERR;
     bool down = f->xf == XF_EXP_DOWN;
     size_t n = q.rows * q.cols, R = q.rows / E, C = q.cols, odd = f->xf == XF_EXP_UP;
-    if (n != numel * (down ? 1 : 2)) return al_err("internal: %s has %zu values for %zu", f->hf, n, numel);
+    if (n != numel * (down ? 1 : 2)) return al_err("internal: %s has %zu value%s for %zu", f->hf, n, al_s(n), numel);
     if (down) { dt_fp4_dequant(&q, 0, q.rows, 0, C, dst, C); return AL_OK; }
     float *src = al_malloc3(n, 1, sizeof *src, "experts");
     if (!src) return AL_ERR;
@@ -116,7 +116,7 @@ static int fill_experts(Fill *f, float *dst, size_t numel) {
     if (store_entry(f->m->store, f->hf, &e, &sf) != AL_OK) return AL_ERR;
     size_t E = e->shape[0], a = e->shape[1], b = e->ndim == 3 ? e->shape[2] : 0, n = E * a * (b ? b : 1);
     size_t odd = f->xf == XF_EXP_UP, I = b ? b / 2 : a / 2;
-    if (n != numel * (f->xf == XF_EXP_DOWN ? 1 : 2)) return al_err("internal: %s has %zu values for %zu", f->hf, n, numel);
+    if (n != numel * (f->xf == XF_EXP_DOWN ? 1 : 2)) return al_err("internal: %s has %zu value%s for %zu", f->hf, n, al_s(n), numel);
     float *src = al_malloc3(n, 1, sizeof *src, "experts");
     if (!src) return AL_ERR;
     if (dt_to_f32(e->dtype, st_data(sf, e), n, src) != AL_OK) {
@@ -151,7 +151,7 @@ static int fill_tensor(void *ud, float *dst, size_t numel) {
     size_t R = w->rows, C = w->cols;
     bool kvb = f->xf == XF_K_B || f->xf == XF_V_B;
     size_t want = kvb ? (size_t)c->n_heads * (size_t)(c->qk_nope_dim + c->v_dim) * (size_t)c->kv_lora_rank : numel;
-    if (R * C != want) rc = al_err("internal: %s has %zu values, GGUF expects %zu", f->hf, R * C, want);
+    if (R * C != want) rc = al_err("internal: %s has %zu value%s, GGUF expects %zu", f->hf, R * C, al_s(R * C), want);
     else if (f->xf == XF_PERM_Q || f->xf == XF_PERM_K) {
         size_t heads = (size_t)(f->xf == XF_PERM_Q ? c->n_heads : c->n_kv_heads);
         if (c->rope_spec.layout == ROPE_HALF) gguf_permute_rows(w->data, dst, heads, R == 1 ? C : R, R == 1 ? 1 : C, false);
@@ -529,7 +529,7 @@ static int add_experts(Ctx *x, const GgufMap *t, const char *hf, const char *gg)
     if (store_entry(x->m->store, hf, &e, NULL) != AL_OK) return AL_ERR;
     bool w = e->ndim == 3;
     if (!w && (e->ndim != 2 || t->xf == XF_EXP_DOWN))
-        return al_err("%s: %s has %d dims: expected [experts, rows, cols]", x->m->name, hf, e->ndim);
+        return al_err("%s: %s has %d dim%s: expected [experts, rows, cols]", x->m->name, hf, e->ndim, al_s(e->ndim));
     uint64_t E = e->shape[0], a = e->shape[1], b = w ? e->shape[2] : 0;
     uint64_t ne[3] = {w ? a : a / 2, t->xf == XF_EXP_DOWN ? b : b / 2, E};
     if (!w) ne[1] = E;
@@ -779,7 +779,7 @@ static int write_single(Model *m, GgufWriter *w, const char *dest, const GgufExp
     char *d = rc ? NULL : al_strdup(dest), *slash = d ? strrchr(d, '/') : NULL;
     if (rc || !d) return AL_ERR;
     if (slash) *slash = 0;
-    rc = slash && *d && al_mkdirs(d) ? AL_ERR : AL_OK;
+    rc = slash && *d && al_mkdirs_here(d) ? AL_ERR : AL_OK;
     free(d);
     return rc ? rc : gguf_write_file(w, dest);
 }

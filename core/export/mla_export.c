@@ -785,10 +785,10 @@ static int split_exportable(const Model *m) {
         const char *dot = strrchr(name, '.');
         if (strcmp(dot, ".weight") || e->ndim != 2 || e->shape[0] % 2 || !(e->dtype == DT_F32 || e->dtype == DT_F16 ||
                                                                               e->dtype == DT_BF16))
-            return al_err("export: %s (%s, %zu rows) is not a float weight of even rows: the export splits a fused "
+            return al_err("export: %s (%s, %zu row%s) is not a float weight of even rows: the export splits a fused "
                           "gate_up_proj into DeepSeek-V3's gate_proj / up_proj by rows, which it cannot do for "
                           "quantized or biased ones yet; the conversion runs in the session (ppl, check)", name,
-                          dt_name(e->dtype), e->ndim ? e->shape[0] : 0);
+                          dt_name(e->dtype), e->ndim ? e->shape[0] : 0, al_s(e->ndim ? e->shape[0] : 0));
     }
     return AL_OK;
 }
@@ -1287,7 +1287,7 @@ static int check_open(const char *dir, Model **src, Model **ex, Model **own, Mla
         *src = *own;
     }
     if (rc == AL_OK && (*src)->cfg.n_layers != (*ex)->cfg.n_layers)
-        rc = al_err("%s has %d layers but the source %s has %d: not its export", dir, (*ex)->cfg.n_layers, (*src)->path,
+        rc = al_err("%s has %d layer%s but the source %s has %d: not its export", dir, (*ex)->cfg.n_layers, al_s((*ex)->cfg.n_layers), (*src)->path,
                     (*src)->cfg.n_layers);
     if (rc) return rc;
     size_t n = (size_t)(*ex)->cfg.n_layers;

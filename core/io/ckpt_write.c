@@ -165,7 +165,7 @@ static int make_parent(const char *parent, char **made) {
         if (stop || !p) break;
     }
     *made = p;
-    return al_mkdirs(parent);
+    return al_mkdirs_here(parent);
 }
 
 /* Removes parent and its ancestors up to made (each only if empty). */
@@ -254,12 +254,12 @@ static int add_ent(CkptWriter *w, const char *name, dt_type dtype, int ndim, con
     StFile *f = &w->cur;
     size_t numel = 1, need;
     int rc = AL_OK;
-    if (ndim < 0 || ndim > ST_MAX_DIMS) rc = al_err("tensor '%s': %d dims, at most %d", name, ndim, ST_MAX_DIMS);
+    if (ndim < 0 || ndim > ST_MAX_DIMS) rc = al_err("tensor '%s': %d dim%s, at most %d", name, ndim, al_s(ndim), ST_MAX_DIMS);
     for (int i = 0; rc == AL_OK && i < ndim; i++)
         if (!al_mul_ok(numel, shape[i], &numel, name)) rc = AL_ERR;
     if (rc == AL_OK && !al_mul_ok(numel, dt_size(dtype), &need, name)) rc = AL_ERR;
     if (rc == AL_OK && need != nbytes)
-        rc = al_err("tensor '%s': shape x %s is %zu bytes, got %zu", name, dt_name(dtype), need, nbytes);
+        rc = al_err("tensor '%s': shape x %s is %zu byte%s, got %zu", name, dt_name(dtype), need, al_s(need), nbytes);
     for (size_t i = 0; rc == AL_OK && i < f->n; i++)
         if (!strcmp(f->e[i].name, name)) rc = al_err("tensor '%s' added twice", name);
     if (rc == AL_OK) rc = al_reserve(&f->e, &f->cap, f->n + 1, sizeof *f->e, "the tensor table");

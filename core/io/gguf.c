@@ -243,7 +243,7 @@ static int add_t(GgufWriter *w, const char *name, gg_type type, int ndim, const 
     int rc = AL_OK;
     size_t numel = 1;
     if (ndim < 1 || ndim > GGUF_MAX_DIMS || !gg_type_name(type))
-        rc = al_err("GGUF writer: tensor %s: %d dims or type %d not supported", name, ndim, (int)type);
+        rc = al_err("GGUF writer: tensor %s: %d dim%s or type %d not supported", name, ndim, al_s(ndim), (int)type);
     for (int i = 0; rc == AL_OK && i < ndim; i++)
         if (!ne[i]) rc = al_err("GGUF writer: tensor %s has an empty dim", name);
         else if (!al_mul_ok(numel, (size_t)ne[i], &numel, name)) rc = AL_ERR;
@@ -384,15 +384,15 @@ typedef struct {
 
 static int need(Cur *c, size_t n, const char *what) {
     if (n > c->size - c->off)
-        return al_err("%s: truncated GGUF: %s at byte %zu needs %zu bytes, the file has %zu", c->where, what, c->off, n,
+        return al_err("%s: truncated GGUF: %s at byte %zu needs %zu byte%s, the file has %zu", c->where, what, c->off, n, al_s(n),
                       c->size);
     return AL_OK;
 }
 /* An array of count elements of at least each bytes that cannot fit in what is left (count * each may overflow). */
 static int need_count(Cur *c, uint64_t count, size_t each, const char *what) {
-    return al_err("%s: truncated GGUF, or corrupt: %s at byte %zu is an array of %llu elements of at least %zu bytes "
-                  "each; %zu bytes are left (the file has %zu)", c->where, what, c->off, (unsigned long long)count,
-                  each, c->size - c->off, c->size);
+    return al_err("%s: truncated GGUF, or corrupt: %s at byte %zu is an array of %llu elements of at least %zu byte%s "
+                  "each; %zu byte%s are left (the file has %zu)", c->where, what, c->off, (unsigned long long)count,
+                  each, al_s(each), c->size - c->off, al_s(c->size - c->off), c->size);
 }
 static int rd(Cur *c, void *dst, size_t n, const char *what) {
     if (need(c, n, what)) return AL_ERR;
@@ -505,15 +505,15 @@ static int rd_tensor(Cur *c, GgufTensor *t) {
     if (len == 0 || strlen(t->name) != len || has_control(t->name))
         return al_err("%s: a GGUF tensor name is empty or holds a NUL byte or a control character", c->where);
     if (rd_u32(c, &nd, t->name)) return AL_ERR;
-    if (nd < 1 || nd > GGUF_MAX_DIMS) return al_err("%s: GGUF tensor %s has %u dims (1 to 4 allowed)", c->where, t->name, nd);
+    if (nd < 1 || nd > GGUF_MAX_DIMS) return al_err("%s: GGUF tensor %s has %u dim%s (1 to 4 allowed)", c->where, t->name, nd, al_s(nd));
     t->ndim = (int)nd;
     t->numel = 1;
     for (int i = 0; i < GGUF_MAX_DIMS; i++) t->ne[i] = 1;
     for (uint32_t i = 0; i < nd; i++) {
         if (rd_u64(c, &t->ne[i], t->name)) return AL_ERR;
         if (t->ne[i] == 0 || t->ne[i] > c->size || !al_mul_ok(t->numel, t->ne[i], &t->numel, t->name))
-            return al_err("%s: GGUF tensor %s: dim %u = %llu is impossible for a file of %zu bytes", c->where, t->name, i,
-                          (unsigned long long)t->ne[i], c->size);
+            return al_err("%s: GGUF tensor %s: dim %u = %llu is impossible for a file of %zu byte%s", c->where, t->name, i,
+                          (unsigned long long)t->ne[i], c->size, al_s(c->size));
     }
     if (rd_u32(c, &ty, t->name) || rd_u64(c, &t->offset, t->name)) return AL_ERR;
     if (!gg_known(ty))
@@ -521,7 +521,7 @@ static int rd_tensor(Cur *c, GgufTensor *t) {
                       c->where, t->name, ty);
     t->type = (gg_type)ty;
     size_t row = gg_row_bytes(t->type, (size_t)t->ne[0]);
-    if (!row) return al_err("%s: GGUF tensor %s: Q8_0 rows of %llu values are not whole blocks of 32", c->where, t->name, (unsigned long long)t->ne[0]);
+    if (!row) return al_err("%s: GGUF tensor %s: Q8_0 rows of %llu value%s are not whole blocks of 32", c->where, t->name, (unsigned long long)t->ne[0], al_s((unsigned long long)t->ne[0]));
     if (!al_mul_ok(row, t->numel / (size_t)t->ne[0], &t->nbytes, t->name)) return AL_ERR;
     return AL_OK;
 }
@@ -575,7 +575,7 @@ static int parse(GgufFile *f) {
             return al_err("%s: general.alignment must be a u32 power of two", f->path);
         f->align = (size_t)a->v.i;
     }
-    if (nt > (c.size - c.off) / 24) return al_err("%s: truncated GGUF: the header claims %llu tensors, more than the file holds", f->path, (unsigned long long)nt);
+    if (nt > (c.size - c.off) / 24) return al_err("%s: truncated GGUF: the header claims %llu tensor%s, more than the file holds", f->path, (unsigned long long)nt, al_s((unsigned long long)nt));
     f->t = al_calloc((size_t)nt ? (size_t)nt : 1, sizeof *f->t, "GGUF tensor infos");
     if (!f->t) return AL_ERR;
     for (uint64_t i = 0; i < nt; i++)
@@ -609,7 +609,7 @@ int gguf_open(const char *path, GgufFile **out) {
     if (fd < 0) return al_err("%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return al_err("%s: not a regular file", path); }
-    if (sb.st_size < 24) { close(fd); return al_err("%s: truncated GGUF: %lld bytes, the header alone has 24", path, (long long)sb.st_size); }
+    if (sb.st_size < 24) { close(fd); return al_err("%s: truncated GGUF: %lld byte%s, the header alone has 24", path, (long long)sb.st_size, al_s((long long)sb.st_size)); }
     void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return al_err("%s: cannot mmap: %s", path, strerror(errno));

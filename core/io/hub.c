@@ -289,7 +289,7 @@ static int http_get(const HubEnv *env, const char *url, long long r0, long long 
             return AL_OK;
         }
         if (rc == CURLE_ABORTED_BY_CALLBACK) return al_err("%s: interrupted; the ranges complete so far are kept", what);
-        if (s->too_big) return al_err("%s: %s sent more than the %zu bytes asked for", what, env->endpoint, (size_t)s->max);
+        if (s->too_big) return al_err("%s: %s sent more than the %zu byte%s asked for", what, env->endpoint, (size_t)s->max, al_s((size_t)s->max));
         if (rc == CURLE_OK && !retryable(rc, status)) return http_error(env, status, what);
         if (!retryable(rc, status)) break;
     }
@@ -775,8 +775,8 @@ static int fetch_range(HubRemote *h, HubShard *s, uint64_t b, uint64_t e, const 
     Sink sk = {.fd = fd, .off = b, .total = e - b, .label = label, .max = e - b};
     HubHeaders hd = {0};
     if (rc == AL_OK) rc = http_get(&h->env, url, (long long)b, (long long)e - 1, &sk, &hd, what);
-    if (rc == AL_OK && sk.written != e - b) rc = al_err("%s: %s sent %llu bytes of %llu", what, s->name,
-                                                        (unsigned long long)sk.written, (unsigned long long)(e - b));
+    if (rc == AL_OK && sk.written != e - b) rc = al_err("%s: %s sent %llu byte%s of %llu", what, s->name,
+                                                        (unsigned long long)sk.written, al_s((unsigned long long)sk.written), (unsigned long long)(e - b));
     if (rc == AL_OK && fdatasync(fd) != 0) rc = al_err("%s: cannot write: %s", s->path, strerror(errno));
     if (fd >= 0) close(fd);
     if (label) al_progress(label, (size_t)(e - b), (size_t)(e - b));      /* ends the line */

@@ -324,7 +324,7 @@ static int check_fields_once(const char *path, const cJSON *item) {
         const cJSON *it;
         cJSON_ArrayForEach(it, item) count += strcmp(it->string, fields[f]) == 0;
         if (count > 1)
-            return al_err("%s: tensor '%s': \"%s\" appears %d times in its entry", path, item->string, fields[f], count);
+            return al_err("%s: tensor '%s': \"%s\" appears %d time%s in its entry", path, item->string, fields[f], count, al_s(count));
     }
     return AL_OK;
 }
@@ -349,7 +349,7 @@ static int parse_entry(const char *path, const cJSON *item, st_entry *e, size_t 
     }
     if (!cJSON_IsArray(js)) return al_err("%s: tensor '%s': missing \"shape\" array", path, name);
     int nd = cJSON_GetArraySize(js);
-    if (nd > ST_MAX_DIMS) return al_err("%s: tensor '%s': %d dims, at most %d supported", path, name, nd, ST_MAX_DIMS);
+    if (nd > ST_MAX_DIMS) return al_err("%s: tensor '%s': %d dim%s, at most %d supported", path, name, nd, al_s(nd), ST_MAX_DIMS);
     e->ndim = nd;
     size_t numel = 1;
     for (int i = 0; i < nd; i++) {
@@ -363,13 +363,13 @@ static int parse_entry(const char *path, const cJSON *item, st_entry *e, size_t 
         return al_err("%s: tensor '%s': \"data_offsets\" must be [begin, end] integers", path, name);
     if (e->end < e->begin) return al_err("%s: tensor '%s': data_offsets end %zu before begin %zu", path, name, e->end, e->begin);
     if (e->end > data_size)
-        return al_err("%s: tensor '%s': data_offsets [%zu, %zu] beyond the data section (%zu bytes): file truncated?",
-                      path, name, e->begin, e->end, data_size);
+        return al_err("%s: tensor '%s': data_offsets [%zu, %zu] beyond the data section (%zu byte%s): file truncated?",
+                      path, name, e->begin, e->end, data_size, al_s(data_size));
     size_t nbytes;
     if (!al_mul_ok(numel, dt_size(e->dtype), &nbytes, name)) return al_err_ctx("%s: tensor '%s'", path, name);
     if (nbytes != e->end - e->begin)
-        return al_err("%s: tensor '%s': shape x %s needs %zu bytes but data_offsets give %zu", path, name,
-                      dt_name(e->dtype), nbytes, e->end - e->begin);
+        return al_err("%s: tensor '%s': shape x %s needs %zu byte%s but data_offsets give %zu", path, name,
+                      dt_name(e->dtype), nbytes, al_s(nbytes), e->end - e->begin);
     e->name = strdup(name);
     if (!e->name) return al_err("out of memory");
     return AL_OK;
@@ -442,8 +442,8 @@ static int check_tiling(const st_file *f, size_t data_size) {
         at = e->end;
     }
     if (at != data_size)
-        return al_err("%s: %zu bytes after the last tensor (the data section is %zu bytes, the tensors cover %zu): the "
-                      "format does not allow bytes no tensor owns", f->path, data_size - at, data_size, at);
+        return al_err("%s: %zu byte%s after the last tensor (the data section is %zu byte%s, the tensors cover %zu): the "
+                      "format does not allow bytes no tensor owns", f->path, data_size - at, al_s(data_size - at), data_size, al_s(data_size), at);
     return AL_OK;
 }
 
@@ -499,14 +499,14 @@ int st_parse_buffer(const char *path, const uint8_t *buf, size_t size, st_file *
     f->size = size;
     int rc;
     if (size < 8) {
-        rc = al_err("%s: truncated: %zu bytes, a safetensors file starts with an 8-byte header length", f->path, size);
+        rc = al_err("%s: truncated: %zu byte%s, a safetensors file starts with an 8-byte header length", f->path, size, al_s(size));
         goto fail;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | buf[i];
     if (hlen > size - 8) {
-        rc = al_err("%s: header length %llu runs beyond the end of the file (%zu bytes): truncated or not safetensors",
-                    f->path, (unsigned long long)hlen, size);
+        rc = al_err("%s: header length %llu runs beyond the end of the file (%zu byte%s): truncated or not safetensors",
+                    f->path, (unsigned long long)hlen, size, al_s(size));
         goto fail;
     }
     if (hlen > ST_MAX_HEADER) {
@@ -642,12 +642,12 @@ void st_writer_free(st_writer *w) {
 
 int st_writer_add(st_writer *w, const char *name, dt_type dtype, int ndim, const size_t *shape,
                   const void *data, size_t nbytes) {
-    if (ndim < 0 || ndim > ST_MAX_DIMS) return al_err("tensor '%s': %d dims, at most %d", name, ndim, ST_MAX_DIMS);
+    if (ndim < 0 || ndim > ST_MAX_DIMS) return al_err("tensor '%s': %d dim%s, at most %d", name, ndim, al_s(ndim), ST_MAX_DIMS);
     size_t numel = 1, need;
     for (int i = 0; i < ndim; i++)
         if (!al_mul_ok(numel, shape[i], &numel, name)) return AL_ERR;
     if (!al_mul_ok(numel, dt_size(dtype), &need, name)) return AL_ERR;
-    if (need != nbytes) return al_err("tensor '%s': shape x %s is %zu bytes, got %zu", name, dt_name(dtype), need, nbytes);
+    if (need != nbytes) return al_err("tensor '%s': shape x %s is %zu byte%s, got %zu", name, dt_name(dtype), need, al_s(need), nbytes);
     for (size_t i = 0; i < w->n; i++)
         if (strcmp(w->e[i].name, name) == 0) return al_err("tensor '%s' added twice", name);
     if (al_reserve(&w->e, &w->cap, w->n + 1, sizeof *w->e, "the tensor table")) return AL_ERR;

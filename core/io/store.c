@@ -270,7 +270,7 @@ int store_entry(const Store *s, const char *name, const st_entry **e, const st_f
     if (!it) it = find_suffixed(s, name, "_packed");        /* compressed-tensors' packed codes */
     if (!it) {
         if (s->nfiles == 1) return al_err("tensor '%s' not found in %s", name, st_path(s->files[0]));
-        return al_err("tensor '%s' not found in any of the %zu shards in %s", name, s->nfiles, s->dir);
+        return al_err("tensor '%s' not found in any of the %zu shard%s in %s", name, s->nfiles, al_s(s->nfiles), s->dir);
     }
     *e = it->e;
     if (f) *f = it->f;       /* the caller will read the bytes: a streamed model fetches them now */
@@ -293,7 +293,7 @@ int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols) {
     if (store_entry(s, name, &e, NULL) != AL_OK) return AL_ERR;
     if (e->ndim == 1) { *rows = 1; *cols = e->shape[0]; return AL_OK; }
     if (e->ndim == 0) { *rows = 1; *cols = 1; return AL_OK; }
-    if (e->ndim != 2) return al_err("tensor '%s' has %d dims, expected a matrix", name, e->ndim);
+    if (e->ndim != 2) return al_err("tensor '%s' has %d dim%s, expected a matrix", name, e->ndim, al_s(e->ndim));
     *rows = e->shape[0];
     *cols = e->shape[1];
     return AL_OK;
@@ -393,8 +393,8 @@ static int fp8_rscale_build(const store_item *sc, const char *name, size_t R, fl
     for (int d = 0; d < e->ndim; d++) n *= e->shape[d];
     bool shape_ok = (e->ndim == 0 || (e->ndim == 1 && (n == 1 || n == R)) || (e->ndim == 2 && e->shape[1] == 1 && (n == 1 || n == R)));
     if (!shape_ok || (e->dtype != DT_F32 && e->dtype != DT_BF16 && e->dtype != DT_F16))
-        return al_err("'%s' should be F32, BF16 or F16 of shape [], [1] or [%zu, 1] (the scale of FP8 weight '%s', %zu rows), "
-                      "found %s with %zu values", sc->name, R, name, R, dt_name(e->dtype), n);
+        return al_err("'%s' should be F32, BF16 or F16 of shape [], [1] or [%zu, 1] (the scale of FP8 weight '%s', %zu row%s), "
+                      "found %s with %zu value%s", sc->name, R, name, R, al_s(R), dt_name(e->dtype), n, al_s(n));
     float *v = malloc(R * sizeof *v), one;
     if (!v) return al_err("out of memory for the scales of '%s'", name);
     if (dt_to_f32(e->dtype, st_data(sc->f, e), n, n == 1 ? &one : v) != AL_OK) { free(v); return AL_ERR; }
@@ -580,7 +580,7 @@ static int read_block(const Store *s, const char *name, size_t r0, size_t nr, si
     const st_entry *e; const st_file *f;
     size_t R = 0, C = 0;
     if (store_entry(s, name, &e, &f) != AL_OK || store_shape2(s, name, &R, &C) != AL_OK) return AL_ERR;
-    if (r0 > R || nr > R - r0) return al_err("tensor '%s': rows %zu..%zu out of range (it has %zu rows)", name, r0, r0 + nr, R);
+    if (r0 > R || nr > R - r0) return al_err("tensor '%s': rows %zu..%zu out of range (it has %zu row%s)", name, r0, r0 + nr, R, al_s(R));
     if (c0 > C || nc > C - c0) return al_err("tensor '%s': columns %zu..%zu out of range (it has %zu)", name, c0, c0 + nc, C);
     dt_fp4 q;
     if (store_fp4(s, name, &q) != AL_OK) return AL_ERR;

@@ -326,8 +326,8 @@ static int load_llama2c(Tokenizer *t, const unsigned char *buf, size_t size) {
         if (off + 8 > size) return al_err("%s: truncated at piece %zu (byte %zu)", t->path, n, off);
         memcpy(&len, buf + off + 4, 4);
         if (len < 0 || len > maxlen || off + 8 + (size_t)len > size)
-            return al_err("%s: piece %zu has length %d (max_token_length %d, %zu bytes left): corrupt tokenizer",
-                          t->path, n, len, maxlen, size - off - 8);
+            return al_err("%s: piece %zu has length %d (max_token_length %d, %zu byte%s left): corrupt tokenizer",
+                          t->path, n, len, maxlen, size - off - 8, al_s(size - off - 8));
         off += 8 + (size_t)len;
     }
     if (tok_alloc_ids(t, n) != AL_OK) return AL_ERR;

@@ -181,6 +181,79 @@ static bool check_own_mla(Lint *x) {
     return true;
 }
 
+/* Whether two families name their weights alike (each one's class finds the other's tensors). */
+static bool same_layout(const FamilyRow *a, const FamilyRow *b) {
+    return a->keys == b->keys && a->attn == b->attn && a->block == b->block && a->norms == b->norms &&
+           a->ffn == b->ffn && a->moe == b->moe && a->lin == b->lin && a->names == b->names;
+}
+
+/* Appends one item to a "; "-separated list in buf (cut at cap). */
+static void list_add(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void list_add(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    if (n && n + 2 < cap) n += (size_t)snprintf(buf + n, cap - n, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < cap) vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* What the folder's config sets that the two families' rows read differently ("" when nothing):
+ * a class built from either computes these its own way. */
+static void trait_gaps(const Lint *x, const FamilyRow *a, const FamilyRow *b, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (x->cfg_ok && x->cfg.window_declared > 0 && a->windowed != b->windowed)
+        list_add(buf, cap, "its sliding window of %d token%s (%s's class applies it, %s's does not)",
+                 x->cfg.window_declared, al_s(x->cfg.window_declared), a->windowed ? a->model_type : b->model_type,
+                 a->windowed ? b->model_type : a->model_type);
+    if (a->qkv_bias_always != b->qkv_bias_always || a->bias_default != b->bias_default ||
+        a->o_bias_never != b->o_bias_never)
+        list_add(buf, cap, "the attention biases");
+    if (a->norm != b->norm || a->qk_norm != b->qk_norm) list_add(buf, cap, "the norms");
+    if (a->embed_scaled != b->embed_scaled || a->mup != b->mup) list_add(buf, cap, "the embedding and residual scales");
+    if (a->rope_adjacent != b->rope_adjacent || a->partial_rotary != b->partial_rotary) list_add(buf, cap, "RoPE");
+    if (a->sinks != b->sinks || a->attn_gate != b->attn_gate) list_add(buf, cap, "the attention's sinks and gate");
+}
+
+/* architectures[0] names another class than model_type's (fam). transformers' AutoModelForCausalLM picks the class
+ * by model_type alone (its config class; architectures only chooses among several classes of one config), vLLM,
+ * SGLang and convert_hf_to_gguf.py by architectures[0]: an error for the engines that then refuse the folder -- the
+ * class is not theirs, or its weights are named otherwise --, else a warning naming who builds which class. */
+static void check_arch_other(Lint *x, const FamilyRow *fam) {
+    LintReport *r = x->r;
+    model_family bf;
+    const FamilyRow *b = family_find(NULL, r->arch, &bf) && FAMILY[bf].engines ? &FAMILY[bf] : NULL;
+    unsigned by_arch = LT_VLLM | LT_SGLANG | LT_LLAMACPP;
+    if (!b) {
+        add(x, LINT_WARNING, by_arch, 0, "architectures[0] is '%s', the class of no family lint knows, but model_type "
+            "'%s' is %s: transformers builds %s (AutoModelForCausalLM picks the class by model_type), vLLM, SGLang and "
+            "convert_hf_to_gguf.py look the class up by architectures[0] and refuse a name they do not register; "
+            "make them agree ([\"%s\"])", r->arch, r->model_type, fam->arch, fam->arch, fam->arch);
+        return;
+    }
+    if (b->llamacpp_arch) snprintf(r->gguf_arch, sizeof r->gguf_arch, "%s", b->llamacpp_arch);
+    unsigned lack = by_arch & ~b->engines;
+    if (lack)
+        add(x, LINT_ERROR, lack, 0, "architectures[0] '%s' (model_type %s's class) has no implementation in this "
+            "engine, which builds the class architectures[0] names; make it %s's %s", r->arch, b->model_type,
+            r->model_type, fam->arch);
+    if (!same_layout(fam, b)) {
+        if (by_arch & b->engines)
+            add(x, LINT_ERROR, by_arch & b->engines, 0, "architectures[0] is '%s' but model_type '%s' is %s: this engine "
+                "builds %s (by architectures[0]), whose weights are named otherwise than this folder's (%s's layout); "
+                "transformers builds %s (by model_type); make them agree ([\"%s\"])", r->arch, r->model_type,
+                fam->arch, r->arch, r->model_type, fam->arch, fam->arch);
+        return;
+    }
+    char gaps[400];
+    trait_gaps(x, fam, b, gaps, sizeof gaps);
+    add(x, LINT_WARNING, LT_ALL, 0, "architectures[0] is '%s' but model_type '%s' is %s: transformers builds %s "
+        "(AutoModelForCausalLM picks the class by model_type), vLLM and SGLang build %s and convert_hf_to_gguf.py "
+        "converts as %s (by architectures[0]); both families name their weights alike, so every engine loads "
+        "them%s%s; make them agree ([\"%s\"])", r->arch, r->model_type, fam->arch, fam->arch, r->arch, r->arch,
+        gaps[0] ? ", but the two families' classes differ in what this config sets: " : "", gaps, fam->arch);
+}
+
 /* model_type and architectures against the table. */
 static void check_family(Lint *x) {
     LintReport *r = x->r;
@@ -207,9 +280,7 @@ static void check_family(Lint *x) {
             "SGLang pick the model class from architectures[0], and convert_hf_to_gguf.py too; add [\"%s\"]",
             fam ? fam->arch : "<the family's class>");
     else if (fam && strcmp(a0->valuestring, fam->arch))
-        add(x, LINT_ERROR, LT_ALL, 0, "architectures[0] is '%s' but model_type '%s' is %s: vLLM, SGLang and the GGUF "
-            "converter build the class architectures names, transformers the one model_type names; make them agree",
-            r->arch, r->model_type, fam->arch);
+        check_arch_other(x, fam);
 }
 
 /* ================================================================ files */
@@ -349,7 +420,7 @@ static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
     if (unlisted)
         add(x, LINT_WARNING, LT_ALL, 0, "weight_map does not list %zu tensor%s the shards hold (first: %s): "
             "transformers reports them missing and loaders that plan from the index skip them; list every tensor",
-            unlisted, unlisted == 1 ? "" : "s", first);
+            unlisted, al_s(unlisted), first);
     cJSON_ArrayForEach(it, wm) {
         char name[160];
         const LTensor *t = find(x, it->string);
@@ -367,12 +438,12 @@ static void check_index_map(Lint *x, const cJSON *wm, const cJSON *root) {
     }
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "metadata"), "total_size");
     if (!cJSON_IsNumber(ts))
-        add(x, LINT_ADVISORY, LT_ALL, 0, "the index has no metadata.total_size (%zu bytes of tensors): loaders do not "
-            "need it, tools that size downloads and device maps do", total);
+        add(x, LINT_ADVISORY, LT_ALL, 0, "the index has no metadata.total_size (%zu byte%s of tensors): loaders do not "
+            "need it, tools that size downloads and device maps do", total, al_s(total));
     else if (ts->valuedouble != (double)total)
-        add(x, LINT_WARNING, LT_ALL, 0, "the index's metadata.total_size is %.0f but the tensors hold %zu bytes: "
+        add(x, LINT_WARNING, LT_ALL, 0, "the index's metadata.total_size is %.0f but the tensors hold %zu byte%s: "
             "accelerate's device maps and download tools trust it; write the sum of tensor bytes", ts->valuedouble,
-            total);
+            total, al_s(total));
 }
 
 /* The folder's *.safetensors files the index does not name (names[0..n)). */
@@ -481,7 +552,7 @@ static void check_dtypes(Lint *x) {
             "\"weight_block_size\": [128, 128], \"activation_scheme\": \"dynamic\"}");
     for (int d = DT_I8; d < DT_COUNT; d++)
         if (bytes[d])
-            add(x, LINT_ADVISORY, LT_ALL, 0, "%zu bytes of %s tensors: not weights any float loader reads", bytes[d],
+            add(x, LINT_ADVISORY, LT_ALL, 0, "%zu byte%s of %s tensors: not weights any float loader reads", bytes[d], al_s(bytes[d]),
                 dt_name((dt_type)d));
     dt_type main = DT_INVALID;                       /* the float dtype holding most bytes, FP8 aside */
     const dt_type floats[] = {DT_F32, DT_F16, DT_BF16, DT_F64};
@@ -733,8 +804,8 @@ static void check_fp4_lists(Lint *x) {
     if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"))) return;
     if (x->fp4_listed)
         add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, 0, "%s is stored in FP4 but quantization_config lists it as not "
-            "quantized ('%s'; %zu modules like it): engines build a plain linear and read the packed codes as weights; "
-            "remove it from the list", x->fp4_first, listed_unquantized(x, x->fp4_first), x->fp4_listed);
+            "quantized ('%s'; %zu module%s like it): engines build a plain linear and read the packed codes as weights; "
+            "remove it from the list", x->fp4_first, listed_unquantized(x, x->fp4_first), x->fp4_listed, al_s(x->fp4_listed));
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(x->tree, "quantization_config"), *it;
     for (size_t k = 0; k < sizeof NOT_QUANT_KEYS / sizeof *NOT_QUANT_KEYS; k++)
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(q, NOT_QUANT_KEYS[k])) {
@@ -765,9 +836,9 @@ static void check_fp4_lists(Lint *x) {
 static void stored_plain(Lint *x, const QuantConfig *q, const char *mod, quant_enc e, size_t n) {
     bool fp8 = e == QENC_FP8_BLOCK || e == QENC_FP8_SCALE;
     add(x, LINT_ERROR, LT_HF | LT_VLLM | LT_SGLANG, fp8 ? LT_VLLM | LT_SGLANG : 0, "%s.weight is stored unquantized "
-        "but the quantization config (%s) makes it %s (%zu modules like it): transformers %s; vLLM and SGLang skip "
+        "but the quantization config (%s) makes it %s (%zu module%s like it): transformers %s; vLLM and SGLang skip "
         "their missing-weight check for a quantized model and %s; list it as not quantized", mod, q->where,
-        quant_enc_name(e), n, !strcmp(q->method, "fp8") ? "refuses it (\"Expect quantized weights but got an "
+        quant_enc_name(e), n, al_s(n), !strcmp(q->method, "fp8") ? "refuses it (\"Expect quantized weights but got an "
         "unquantized weight\")" : "finds none of its codes or scales", fp8 ? "cast its values into the FP8 "
         "parameter, whose scale is never set" : "refuse its unpacked shape");
 }
@@ -866,7 +937,7 @@ static void scale_values(Lint *x, const Store *s) {
             "infinite activations; attnlab's load refuses it", n, n == 1 ? " has" : "s have", first);
     if (skipped)
         add(x, LINT_ADVISORY, LT_ALL, LT_ALL, "the block scales of %zu FP4 / INT4 weights were not read (past lint's "
-            "%zu bytes of them): `ppl` or `calibrate` checks them as it reads them", skipped, fp4_scale_budget());
+            "%zu byte%s of them): `ppl` or `calibrate` checks them as it reads them", skipped, fp4_scale_budget(), al_s(fp4_scale_budget()));
 }
 
 /* Whether module m is stored, in any encoding (quant_found: "<m>.weight", "_packed", "_blocks"). */
@@ -1230,14 +1301,14 @@ static char *agg_list(Lint *x, agg_kind kind, bool *norm) {
         if (norm && kv_norm && strstr(a->pattern, kv_norm->name)) *norm = true;
         if (shown == 8) { more++; continue; }
         char like[224] = "";
-        if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+        if (a->count > 1) snprintf(like, sizeof like, " (%zu tensor%s like it: %s)", a->count, al_s(a->count), a->pattern);
         char *n = al_asprintf("%s%s%s%s", s ? s : "", s ? ", " : "", a->first, like);
         free(s);
         if (!(s = n)) { x->oom = true; return NULL; }
         shown++;
     }
     if (more) {
-        char *n = al_asprintf("%s and %zu more kind%s", s, more, more == 1 ? "" : "s");
+        char *n = al_asprintf("%s and %zu more kind%s", s, more, al_s(more));
         free(s);
         if (!(s = n)) x->oom = true;
     }
@@ -1263,7 +1334,7 @@ static void emit_aggs(Lint *x) {
         if (x->agg[i].kind == AGG_SHAPE) {
             const Agg *a = &x->agg[i];
             char like[224] = "";
-            if (a->count > 1) snprintf(like, sizeof like, " (%zu tensors like it: %s)", a->count, a->pattern);
+            if (a->count > 1) snprintf(like, sizeof like, " (%zu tensor%s like it: %s)", a->count, al_s(a->count), a->pattern);
             add(x, LINT_ERROR, LT_ALL, 0, "%s%s: loaders refuse a size mismatch; fix config.json or the tensor",
                 a->first, like);
         }

@@ -231,14 +231,14 @@ static int do_farr(const AttnLayer *L, size_t B, const Mat *X, const int *pos, c
     int rk = L->head_dim, rv;
     if (L->rope_dim > 0) {
         if (B < G * (d + 1)) {
-            row_na(r, "n/a: keys under RoPE stay whole (%zu values) and each group needs >= 1 value dim", G * d);
+            row_na(r, "n/a: keys under RoPE stay whole (%zu value%s) and each group needs >= 1 value dim", G * d, al_s(G * d));
             return AL_OK;
         }
         rv = (int)((B - G * d) / G);
         if (rv > L->v_dim) rv = L->v_dim;
     } else {
         fill_ranks(B, G, G, L->head_dim, L->v_dim, &rk, &rv);
-        if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one K and one V dim per group)", 2 * G); return AL_OK; }
+        if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu value%s (one K and one V dim per group)", 2 * G, al_s(2 * G)); return AL_OK; }
     }
     int rc = farr_at(L, rk, rv, X, pos, ref, r, keep);
     if (rc) return rc;
@@ -305,7 +305,7 @@ static int transmla_at(const AttnLayer *L, const AttnLayer *S, size_t B, const d
         attn_layer_free(mla);
     }
     attn_out_free(refF);
-    if (!any) { row_na(r, "n/a: needs >= %d values (one latent dim + the smallest RoPE part)", rd / d2 + 1); return AL_OK; }
+    if (!any) { row_na(r, "n/a: needs >= %d value%s (one latent dim + the smallest RoPE part)", rd / d2 + 1, al_s(rd / d2 + 1)); return AL_OK; }
     int rc = measure_layer(pick, X, pos, ref, &best);
     if (rc == AL_OK && keep) { *keep = pick; pick = NULL; }
     attn_layer_free(pick);
@@ -469,7 +469,7 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
     int rk, rv;
     fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
     const KqProj *lp = learned_fits(&kq, rk, rv);
-    if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu values (one key and one value dim per KV head)", 2 * G); return AL_OK; }
+    if (rk < 1 || rv < 1) { row_na(r, "n/a: needs >= %zu value%s (one key and one value dim per KV head)", 2 * G, al_s(2 * G)); return AL_OK; }
     *from = lp ? BUDGET_KQ_LEARNED : kq.st ? BUDGET_KQ_CALIB : BUDGET_KQ_FIT;
     bool rope = L->rope_dim > 0, fit = *from == BUDGET_KQ_FIT;
     size_t Tf = Xf->rows, T = X->rows, nmax = d > dv ? d : dv;
@@ -508,8 +508,8 @@ static int do_kqsvd(const AttnLayer *L, size_t B, const Mat *X, const int *pos, 
         if (lp) snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (reused: kvsvd learn's, same ranks)",
                          rk, rv);
         else if (kq.st)
-            snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (calibration, %zu tokens)", rk, rv,
-                     kq.st->tokens[kq.layer]);
+            snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (calibration, %zu token%s)", rk, rv,
+                     kq.st->tokens[kq.layer], al_s(kq.st->tokens[kq.layer]));
         else snprintf(r->setting, sizeof r->setting, "R_K %d, R_V %d per KV head (%zu random fit tokens)", rk, rv, Tf);
     }
     attn_out_free(o);
@@ -526,7 +526,7 @@ static int do_tpa(const AttnLayer *L, size_t B, tpa_form f, const double *Sigma,
     if (f == TPA_FORM_A) fill_ranks(B, d, dv, (int)G, (int)G, &rk, &rv);
     else fill_ranks(B, G, G, (int)d, (int)dv, &rk, &rv);
     if (rk < 1 || rv < 1) {
-        row_na(r, "n/a: needs >= %zu values (rank 1 for keys and values)", f == TPA_FORM_A ? d + dv : 2 * G);
+        row_na(r, "n/a: needs >= %zu value%s (rank 1 for keys and values)", f == TPA_FORM_A ? d + dv : 2 * G, al_s(f == TPA_FORM_A ? d + dv : 2 * G));
         return AL_OK;
     }
     TpaLayer *t = NULL;
@@ -553,7 +553,7 @@ static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *po
     size_t Gp = 0;
     for (size_t c = G; c >= 1; c--)
         if (G % c == 0 && c * (d + dv) <= B) { Gp = c; break; }
-    if (!Gp) { row_na(r, "n/a: one KV head needs %zu values", d + dv); return AL_OK; }
+    if (!Gp) { row_na(r, "n/a: one KV head needs %zu value%s", d + dv, al_s(d + dv)); return AL_OK; }
     size_t m = G / Gp;
     AttnLayer *C = attn_layer_copy(L);
     Mat *Wk = mat_new(D, Gp * d), *Wv = mat_new(D, Gp * dv);
@@ -584,7 +584,7 @@ static int do_meanpool(const AttnLayer *L, size_t B, const Mat *X, const int *po
     attn_layer_free(C);
     if (rc) return rc;
     r->kv_values = Gp * (d + dv);
-    snprintf(r->setting, sizeof r->setting, "%zu KV head%s (of %zu)", Gp, Gp == 1 ? "" : "s", G);
+    snprintf(r->setting, sizeof r->setting, "%zu KV head%s (of %zu)", Gp, al_s(Gp), G);
     return AL_OK;
 }
 

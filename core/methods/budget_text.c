@@ -298,8 +298,8 @@ static int width_row(Ctx *x, budget_method k, bool combo, BudgetText *bt, Budget
     if (all) {
         size_t C = combo ? evict_capacity_layers(bt->seqlen, (double)bt->budget / kv, x->win, x->nl) : 0;
         if (combo) stream_on(lay, x->nl, C);
-        if (combo) snprintf(row->setting, sizeof row->setting, "%.60s at %lld values, cache %zu tokens", why.setting,
-                           (long long)llround(kv), C);
+        if (combo) snprintf(row->setting, sizeof row->setting, "%.60s at %lld value%s, cache %zu token%s", why.setting,
+                           (long long)llround(kv), al_s((long long)llround(kv)), C, al_s(C));
         else snprintf(row->setting, sizeof row->setting, "%s", why.setting);
         row->kv_values = combo ? kv * evict_read_frac_layers(bt->seqlen, C, x->win, x->nl) : kv;
         rc = layers_err(x, lay, &row->out_err);
@@ -318,11 +318,11 @@ static int evict_row(Ctx *x, evict_kind k, size_t C, BudgetText *bt, BudgetTextR
     row->family = BTEXT_EVICT;
     row->kv_values = (double)bt->kv_model * evict_read_frac_layers(bt->seqlen, C, x->win, x->nl);
     size_t sinks = p.sinks < C ? p.sinks : C - 1;
-    if (k == EVICT_STREAMING) snprintf(row->setting, sizeof row->setting, "cache %zu tokens: %zu sink%s + %zu recent", C,
-                                       sinks, sinks == 1 ? "" : "s", C - sinks);
-    else if (k == EVICT_H2O) snprintf(row->setting, sizeof row->setting, "cache %zu tokens: %zu heavy + %zu recent", C,
+    if (k == EVICT_STREAMING) snprintf(row->setting, sizeof row->setting, "cache %zu token%s: %zu sink%s + %zu recent", C, al_s(C),
+                                       sinks, al_s(sinks), C - sinks);
+    else if (k == EVICT_H2O) snprintf(row->setting, sizeof row->setting, "cache %zu token%s: %zu heavy + %zu recent", C, al_s(C),
                                       C - p.recent, p.recent);
-    else snprintf(row->setting, sizeof row->setting, "cache %zu tokens: window %zu, pool %zu", C,
+    else snprintf(row->setting, sizeof row->setting, "cache %zu token%s: window %zu, pool %zu", C, al_s(C),
                   p.obs_window < C / 2 ? p.obs_window : C / 2 ? C / 2 : 1, p.kernel);
     double e = 0;
     for (int i = 0; i < x->nl; i++) e += bt->evict_err[(size_t)i * EVICT_NKINDS + k] / x->nl;

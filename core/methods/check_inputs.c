@@ -140,7 +140,7 @@ static int read_vec(const st_file *f, const char *name, size_t n, double **out) 
     *out = NULL;
     const st_entry *e = st_find(f, name);
     if (!e) return AL_OK;
-    if (e->dtype != DT_F64 || st_numel(e) != n) return al_err("%s: %s must be F64 with %zu values", st_path(f), name, n);
+    if (e->dtype != DT_F64 || st_numel(e) != n) return al_err("%s: %s must be F64 with %zu value%s", st_path(f), name, n, al_s(n));
     if (!(*out = al_malloc3(n, 1, sizeof(double), "check statistics"))) return AL_ERR;
     memcpy(*out, st_data(f, e), n * sizeof(double));
     return AL_OK;

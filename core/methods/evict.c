@@ -164,7 +164,7 @@ static void group_attention(const FwdEvict *e, const float *Lg, double *P, size_
 
 int evict_mask(const EvictPolicy *p, const FwdEvict *e) {
     if (p->layer >= 0 && e->layer != p->layer) return AL_OK;
-    if (p->capacity < 1) return al_err("token eviction: a cache of %zu tokens (at least 1)", p->capacity);
+    if (p->capacity < 1) return al_err("token eviction: a cache of %zu token%s (at least 1)", p->capacity, al_s(p->capacity));
     if (e->pos0 != 0)
         return al_err("token eviction runs on whole sequences from position 0 (perplexity windows), not on a call "
                       "at position %zu", e->pos0);

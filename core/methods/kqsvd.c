@@ -432,7 +432,7 @@ void kq_eval_free(KqEval *ev) {
 /* Grows *p to hold n floats. */
 static int fit(float **p, size_t n, const char *what) {
     float *q = realloc(*p, (n ? n : 1) * sizeof **p);
-    if (!q) return al_err("out of memory for %zu floats of %s", n, what);
+    if (!q) return al_err("out of memory for %zu float%s of %s", n, al_s(n), what);
     *p = q;
     return AL_OK;
 }
@@ -647,8 +647,8 @@ static int eval_hook(const FwdAct *a, void *ud) {
     size_t want_h = a->kind == FWD_Q_ROPE || a->kind == FWD_ATTN_OUT ? (size_t)sh->n_heads : (size_t)sh->n_kv_heads;
     size_t want_d = a->kind == FWD_V || a->kind == FWD_ATTN_OUT ? (size_t)sh->d_v : (size_t)sh->d_qk;
     if (a->heads != want_h || a->head_dim != want_d)
-        return al_err("evaluation: the forward pass gives %s as %zu heads x %zu, expected %zu x %zu", fwd_act_name(a->kind),
-                      a->heads, a->head_dim, want_h, want_d);
+        return al_err("evaluation: the forward pass gives %s as %zu head%s x %zu, expected %zu x %zu", fwd_act_name(a->kind),
+                      a->heads, al_s(a->heads), a->head_dim, want_h, want_d);
     switch (a->kind) {
     case FWD_Q_ROPE: return copy_act(a, &ev->Qb, T);
     case FWD_K_ROPE: return copy_act(a, &ev->Kb, T);

@@ -103,7 +103,7 @@ static double *care_sqrt(const double *C, size_t m, double damp) {
 
 int mlastrat_care_basis(const double *W, size_t m, size_t n, const double *C, double damp, int R, double *V,
                         double *sv) {
-    if (R < 1 || (size_t)R > n) return al_err("CARE: rank %d of a map with %zu outputs", R, n);
+    if (R < 1 || (size_t)R > n) return al_err("CARE: rank %d of a map with %zu output%s", R, n, al_s(n));
     double *S = care_sqrt(C, m, damp < 0 ? MLASTRAT_CARE_DAMP : damp);
     double *Y = dalloc(m, n, "CARE's whitened map"), *G = dalloc(n, n, "its Gram"), *w = dalloc(n, 1, "eigenvalues");
     int rc = S && Y && G && w ? AL_OK : AL_ERR;
@@ -136,8 +136,8 @@ static int alloc_budget(const double *const *sv, const size_t *n_sv, int L, long
                         int *ranks) {
     long remaining = total - (long)L * min_rank;
     if (L < 1 || min_rank < 1 || min_rank > max_rank || remaining < 0)
-        return al_err("CARE's allocation: min rank %d, max %d, %ld in all over %d layers do not fit", min_rank,
-                      max_rank, total, L);
+        return al_err("CARE's allocation: min rank %d, max %d, %ld in all over %d layer%s do not fit", min_rank,
+                      max_rank, total, L, al_s(L));
     double **sq = al_calloc((size_t)L, sizeof *sq, "spectra"), **pre = al_calloc((size_t)L, sizeof *pre, "spectra");
     int rc = sq && pre ? AL_OK : AL_ERR;
     for (int l = 0; rc == AL_OK && l < L; l++) {
@@ -349,8 +349,8 @@ static int build_layer(Prep *p, const AttnLayer *gqa, const MlastratOpts *s, con
                        const double *Sigma, const double *mu, AttnLayer **mla) {
     size_t nJ = (size_t)p->T->n_J, r = R == TMLA_FULL ? nJ : (size_t)R;
     if (r < 1 || r > nJ)
-        return al_err("kv-rank %d: the joint basis of NoPE keys and values has %zu directions here; give 1-%zu or full",
-                      R, nJ, nJ);
+        return al_err("kv-rank %d: the joint basis of NoPE keys and values has %zu direction%s here; give 1-%zu or full",
+                      R, nJ, al_s(nJ), nJ);
     double *B = dalloc(nJ, r, "the joint basis"), *ev = dalloc(nJ, 1, "a spectrum"), *C_q = NULL;
     int rc = B && ev ? latent_basis(p, gqa, s, o, Sigma, mu, r, B, ev) : AL_ERR;
     if (rc == AL_OK) { set_basis(p->T, B, r, ev); B = NULL; }
@@ -455,8 +455,8 @@ static int resolve(const Model *m, TmlaOpts *o, const MlastratOpts *s, int *D, i
     *D = s->kind == MLASTRAT_MHA2MLA ? 2 * c->n_kv_heads * r : o->rope_dim;
     *nJ = (c->n_kv_heads * cfg_d_qk(c) - *D) + c->n_kv_heads * c->v_dim;
     if (R != TMLA_FULL && (R < 1 || R > *nJ))
-        return al_err("kv-rank %d: %s's joint NoPE key / value basis has %d directions on this model; give 1-%d or full",
-                      R, mlastrat_kind_name(s->kind), *nJ, *nJ);
+        return al_err("kv-rank %d: %s's joint NoPE key / value basis has %d direction%s on this model; give 1-%d or full",
+                      R, mlastrat_kind_name(s->kind), *nJ, al_s(*nJ), *nJ);
     if (s->kind == MLASTRAT_CARE && !o->sigma)
         return al_err("strategy care whitens by the activations' covariance: it needs activation statistics (calib "
                       "FILE, ids FILE, or calibrate first), not stats weights");

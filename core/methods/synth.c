@@ -159,7 +159,7 @@ static double hadamard(size_t i, size_t j) { return __builtin_popcountll((unsign
  * squared norm p; entries are 0 / +-1. Caller frees. */
 static double *signed_hadamard(Rng *rng, size_t n, size_t k) {
     size_t p = pow2_floor(n);
-    if (k > p) { al_err("a signed Hadamard basis of %zu columns needs at least %zu rows, got %zu", k, k, n); return NULL; }
+    if (k > p) { al_err("a signed Hadamard basis of %zu column%s needs at least %zu row%s, got %zu", k, al_s(k), k, al_s(k), n); return NULL; }
     double *a = al_calloc(n * k, sizeof(double), "signed Hadamard basis");
     size_t *rows = al_malloc3(n, 1, sizeof(size_t), "row permutation");
     size_t *cols = al_malloc3(p, 1, sizeof(size_t), "column permutation");
@@ -214,7 +214,7 @@ int syn_gen_pair(Rng *rng, const PairSpec *sp, size_t m, size_t n, size_t k, int
     *L = NULL;
     for (int j = 0; j < G; j++) R[j] = NULL;
     if (sp->pat != PAT_RANDOM && (m < k || n < k))
-        return al_err("a planted pair needs both sides at least %zu rows (got %zu and %zu)", k, m, n);
+        return al_err("a planted pair needs both sides at least %zu row%s (got %zu and %zu)", k, al_s(k), m, n);
     if (sp->pat == PAT_RANDOM) {
         l = gauss_d(rng, m, k, rms_l);
         if (!l || !(*L = mat_from_d(l, m, k))) goto out;
@@ -316,7 +316,7 @@ int synlist_add(SynList *l, const char *name, int ndim, Mat *m, dt_type dtype) {
 int synlist_add3(SynList *l, const char *name, size_t lead, Mat *m, dt_type dtype) {
     if (m && (lead == 0 || m->rows % lead || dtype == DT_F8_E4M3)) {
         mat_free(m);
-        return al_err("internal: '%s' cannot be written as %zu blocks of rows", name, lead);
+        return al_err("internal: '%s' cannot be written as %zu block%s of rows", name, lead, al_s(lead));
     }
     int rc = synlist_add(l, name, 3, m, dtype);
     if (rc == AL_OK) l->t[l->n - 1].lead = lead;
@@ -431,7 +431,7 @@ static int write_shards(CkptWriter *w, const SynList *l, int shards) {
         }
         if (rc == AL_OK) rc = ckpt_shard_end(w);
     }
-    if (rc == AL_OK && ti != l->n) rc = al_err("internal error: %zu tensors left after sharding", l->n - ti);
+    if (rc == AL_OK && ti != l->n) rc = al_err("internal error: %zu tensor%s left after sharding", l->n - ti, al_s(l->n - ti));
     return rc;
 }
 

@@ -78,7 +78,7 @@ int tpa_dims_check(const TpaDims *d) {
     for (size_t i = 0; i < sizeof need / sizeof *need; i++)
         if (need[i].v == 0) return al_err("KV-cache accounting: %s must be positive", need[i].name);
     if (d->g > d->h || d->h % d->g)
-        return al_err("KV-cache accounting: groups %zu must divide the %zu query heads", d->g, d->h);
+        return al_err("KV-cache accounting: groups %zu must divide the %zu query head%s", d->g, d->h, al_s(d->h));
     return AL_OK;
 }
 
@@ -190,8 +190,8 @@ static void tpa_work_free(TpaWork *w) {
 /* The factorization's arguments checked: W (rows, G dh) and R within 1..lim. */
 static int tpa_factorize_check(const Mat *W, int G, int dh, tpa_form f, int R) {
     if (G <= 0 || dh <= 0 || !W || W->cols != (size_t)G * (size_t)dh)
-        return al_err("TPA factorization: the weight (%zu x %zu) does not hold %d heads of %d dims", W ? W->rows : 0,
-                      W ? W->cols : 0, G, dh);
+        return al_err("TPA factorization: the weight (%zu x %zu) does not hold %d head%s of %d dims", W ? W->rows : 0,
+                      W ? W->cols : 0, G, al_s(G), dh);
     int lim = f == TPA_FORM_A ? G : dh;
     if (R < 1 || R > lim)
         return al_err("TPA form %s: rank %d must be between 1 and %d (the %s)", tpa_form_name(f), R, lim,
@@ -460,7 +460,7 @@ int tpa_eval(const TpaLayer *l, const Mat *X, const int *pos, bool want_scores, 
     *out = NULL;
     const AttnLayer *L = l->dense;
     if (X->cols != (size_t)L->hidden)
-        return al_err("attention input has %zu columns but the layer's hidden size is %d", X->cols, L->hidden);
+        return al_err("attention input has %zu column%s but the layer's hidden size is %d", X->cols, al_s(X->cols), L->hidden);
     size_t T = X->rows, H = (size_t)L->n_heads, G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
     size_t dv = (size_t)L->v_dim;
     if (T == 0) return al_err("attention input has no tokens");
@@ -783,7 +783,7 @@ static int load_inv_freq(const st_file *f, int l, int rope_dim, AttnLayer *L) {
     snprintf(name, sizeof name, "layers.%d.rope.inv_freq", l);
     const st_entry *e = st_find(f, name);
     if (!e || e->dtype != DT_F64 || st_numel(e) != (size_t)rope_dim / 2)
-        return al_err("%s: tensor '%s' must be F64 with %d values", st_path(f), name, rope_dim / 2);
+        return al_err("%s: tensor '%s' must be F64 with %d value%s", st_path(f), name, rope_dim / 2, al_s(rope_dim / 2));
     if (!(L->inv_freq = al_malloc3((size_t)rope_dim / 2, 1, sizeof(double), "RoPE frequencies"))) return AL_ERR;
     memcpy(L->inv_freq, st_data(f, e), (size_t)rope_dim / 2 * sizeof(double));
     return AL_OK;
@@ -1072,10 +1072,10 @@ int tpa_check_in(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaCheck *
     const ModelConfig *c = &src->cfg;
     if (cfg_is_mla(c) || c->n_layers != t->n_layers || c->hidden != t->hidden || c->n_heads != t->n_heads ||
         c->n_kv_heads != t->n_kv_heads || cfg_d_qk(c) != t->head_dim || c->v_dim != t->v_dim)
-        return al_err("TPA check: %s (%d layers, hidden %d, %d heads, %d KV heads, head dim %d) does not have the "
-                      "conversion's dims (%d layers, hidden %d, %d heads, %d KV heads, head dim %d)",
-                      src->name ? src->name : src->path, c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, cfg_d_qk(c),
-                      t->n_layers, t->hidden, t->n_heads, t->n_kv_heads, t->head_dim);
+        return al_err("TPA check: %s (%d layer%s, hidden %d, %d head%s, %d KV head%s, head dim %d) does not have the "
+                      "conversion's dims (%d layer%s, hidden %d, %d head%s, %d KV head%s, head dim %d)",
+                      src->name ? src->name : src->path, c->n_layers, al_s(c->n_layers), c->hidden, c->n_heads, al_s(c->n_heads), c->n_kv_heads, al_s(c->n_kv_heads), cfg_d_qk(c),
+                      t->n_layers, al_s(t->n_layers), t->hidden, t->n_heads, al_s(t->n_heads), t->n_kv_heads, al_s(t->n_kv_heads), t->head_dim);
     size_t T = in->tokens ? in->tokens : 64;
     TpaCheck *k = al_calloc(1, sizeof *k, "a TPA check");
     if (!k) return AL_ERR;

@@ -489,8 +489,8 @@ int tmla_joint_lowrank(TmlaLayer *T, int R, const double *C_J) {
     size_t nK = (size_t)(T->G * T->d - T->D), nJ = (size_t)T->n_J;
     if (R == TMLA_FULL) R = (int)nJ;
     if (R < 1 || (size_t)R > nJ)
-        return al_err("kv-rank %d: the joint basis of NoPE keys and values has %zu directions (%zu NoPE key + %zu "
-                      "value dims); give 1-%zu or full", R, nJ, nK, nJ - nK, nJ);
+        return al_err("kv-rank %d: the joint basis of NoPE keys and values has %zu direction%s (%zu NoPE key + %zu "
+                      "value dims); give 1-%zu or full", R, nJ, al_s(nJ), nK, nJ - nK, nJ);
     double *Cb = dalloc(nJ, nJ, "the balanced joint covariance"), *w = dalloc(nJ, 1, "eigenvalues");
     if (!Cb || !w) { free(Cb); free(w); return AL_ERR; }
     for (size_t i = 0; i < nJ; i++)
@@ -754,8 +754,8 @@ int tmla_resolve_opts(const Model *m, TmlaOpts *o) {
                       rd < d ? "rd" : "d");
     int nJ = (G * d - D) + G * c->v_dim;
     if (o->kv_rank != TMLA_FULL && (o->kv_rank < 1 || o->kv_rank > nJ))
-        return al_err("kv-rank %d: this model's joint NoPE key / value basis has %d directions ((%d x %d - %d) + %d x "
-                      "%d); give 1-%d or full", o->kv_rank, nJ, G, d, D, G, c->v_dim, nJ);
+        return al_err("kv-rank %d: this model's joint NoPE key / value basis has %d direction%s ((%d x %d - %d) + %d x "
+                      "%d); give 1-%d or full", o->kv_rank, nJ, al_s(nJ), G, d, D, G, c->v_dim, nJ);
     int dq = (D < G * d ? d : 0) + D;
     if (o->q_rank < 0 || o->q_rank > c->n_heads * dq)
         return al_err("q-rank %d: give 1-%d (heads x (nope + rope)), or leave it out for a plain q_proj", o->q_rank,

@@ -123,9 +123,9 @@ bool analysis_attn_export_lacks(const ModelConfig *c, const char *layout, char *
     size_t n = 0;
     int nope = cfg_nope_layers(c, list, sizeof list);
     if (c->window_declared >= 0 && n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sa sliding window of %d tokens (config.json; per layer as "
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%sa sliding window of %d token%s (config.json; per layer as "
                               "layer_types or the pattern says: an engine would need a per-layer sliding_window)",
-                              n ? ", " : "", c->window_declared);
+                              n ? ", " : "", c->window_declared, al_s(c->window_declared));
     if (c->attn_sinks && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%sattention sinks (a learned logit per head in each softmax "
                               "row, gpt-oss: an engine would need per-head sinks in the converted softmax)", n ? ", " : "");
@@ -175,8 +175,8 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
     int first = 0;
     while (first < c->n_layers && !cfg_moe_layer(c, first)) first++;
     if (e->layout == MOE_NONE || e->top_k <= 0 || e->top_k > e->n_experts)
-        return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d experts) but num_experts_per_tok is %d: the "
-                       "forward pass needs 1 <= top-k <= experts", first, e->n_experts, e->top_k);
+        return why_set(why, cap, "layer %d is a mixture-of-experts layer (%d expert%s) but num_experts_per_tok is %d: the "
+                       "forward pass needs 1 <= top-k <= experts", first, e->n_experts, al_s(e->n_experts), e->top_k);
     char gu[192], blk[210];
     dt_fp4 q;
     size_t qE = 0;
@@ -199,8 +199,8 @@ static bool moe_layer(const Model *m, char *why, size_t cap) {
     bool groups = ds && e->n_group > 1 && (!v2 || !strcmp(e->topk_method, "group_limited_greedy"));
     if (groups && (e->n_experts % e->n_group || e->topk_group < 1 || e->topk_group > e->n_group ||
                    e->topk_group * (e->n_experts / e->n_group) < e->top_k || (!v2 && e->n_experts / e->n_group < 2)))
-        return why_set(why, cap, "%s: grouped routing with %d experts, n_group %d, topk_group %d, top-k %d is "
-                       "inconsistent", m->path, e->n_experts, e->n_group, e->topk_group, e->top_k);
+        return why_set(why, cap, "%s: grouped routing with %d expert%s, n_group %d, topk_group %d, top-k %d is "
+                       "inconsistent", m->path, e->n_experts, al_s(e->n_experts), e->n_group, e->topk_group, e->top_k);
     return false;
 }
 
@@ -265,9 +265,9 @@ static bool ppl_reason(const Model *m, char *why, size_t cap) {
         snprintf(why, cap, "ppl and generate; calibrate refused (its statistics take one head shape and every layer's "
                  "own K / V: %s)", m->cfg_full ? "the full layers have their own head dims" : "KV-shared layers");
     if (cfg_has_indexer(c) && !why[0])            /* DeepSeek-V3.2 / GLM-5: a note, not a refusal */
-        snprintf(why, cap, "with the lightning indexer's selection of %d keys per query from position %d on (dense "
+        snprintf(why, cap, "with the lightning indexer's selection of %d key%s per query from position %d on (dense "
                  "before it); a transformed layer (truncate) and kvsvd eval run dense, so they measure sequences of at "
-                 "most %d tokens", c->index_topk, c->index_topk, c->index_topk);
+                 "most %d token%s", c->index_topk, al_s(c->index_topk), c->index_topk, c->index_topk, al_s(c->index_topk));
     return false;
 }
 
@@ -306,9 +306,9 @@ static bool tpa_reason(const Model *m, char *why, size_t cap) {
     if (dsv4_reason(m, "convert tpa", why, cap)) return true;
     if (k3_reason(m, "convert tpa", why, cap)) return true;
     if (cfg_is_mla(c))
-        return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d values per token; "
+        return why_set(why, cap, "%s is MLA (%s): it already caches one shared latent of %d + %d value%s per token; "
                        "non-contextual TPA conversion takes a GQA / MHA model (Llama, Mistral, Qwen2, llama2.c, GPT-2)",
-                       mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim);
+                       mname(m), model_family_name(c->family), c->kv_lora_rank, c->qk_rope_dim, al_s(c->qk_rope_dim));
     return eval_reason(m, why, cap) || per_type_reason(m, "convert tpa", why, cap) ||
            gate_reason(m, "convert tpa", why, cap) || llama4_reason(m, "convert tpa", why, cap) ||
            convert_reason(m, "convert tpa", why, cap);
@@ -319,11 +319,11 @@ static bool compare_reason(const Model *m, char *why, size_t cap) {
     if (dsv4_reason(m, "compare", why, cap)) return true;
     if (k3_reason(m, "compare", why, cap)) return true;
     if (cfg_is_mla(c))
-        return why_set(why, cap, "compare: %s is MLA: it already caches one shared latent of %d + %d values; the "
+        return why_set(why, cap, "%s is MLA: it already caches one shared latent of %d + %d value%s; the "
                        "comparison takes GQA / MHA models (Llama, Mistral, Qwen2, llama2.c, GPT-2)", mname(m),
-                       c->kv_lora_rank, c->qk_rope_dim);
+                       c->kv_lora_rank, c->qk_rope_dim, al_s(c->qk_rope_dim));
     if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && !c->rope_first)
-        return why_set(why, cap, "compare: %s has its NoPE dims before its RoPE dims (%d + %d per head): the "
+        return why_set(why, cap, "%s has its NoPE dims before its RoPE dims (%d + %d per head): the "
                        "comparison's methods turn the first dims of a head", mname(m), c->qk_nope_dim, c->qk_rope_dim);
     /* compare exports nothing: sliding windows and soft-caps are applied on both sides (the
      * evaluator computes them); an output gate and Q/K norms leave the rows of the methods they do not pass
@@ -360,9 +360,9 @@ static bool qk_reason(const Model *m, char *why, size_t cap) {
     else if (c->rope != ROPE_NONE && c->qk_rope_dim > 0 && c->qk_nope_dim == 0)
         snprintf(why, cap, "RoPE on every Q/K dim: give `offset D` (a fixed position offset, analysis only)");
     else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0 && cfg_is_mla(c) && c->rope == ROPE_NONE)
-        snprintf(why, cap, "the %d columns of each head keyed from the kv latent, dims 0-%d, exactly (no RoPE: "
-                 "mla_use_nope; the %d dims of the shared key read the hidden state, another input)", c->qk_nope_dim,
-                 c->qk_nope_dim - 1, c->qk_rope_dim);
+        snprintf(why, cap, "the %d column%s of each head keyed from the kv latent, dims 0-%d, exactly (no RoPE: "
+                 "mla_use_nope; the %d dim%s of the shared key read the hidden state, another input)", c->qk_nope_dim, al_s(c->qk_nope_dim),
+                 c->qk_nope_dim - 1, c->qk_rope_dim, al_s(c->qk_rope_dim));
     else if (c->qk_nope_dim > 0 && c->qk_rope_dim > 0)
         snprintf(why, cap, "the %d NoPE columns of each head, dims %d-%d (the RoPE part cannot be fused)", c->qk_nope_dim,
                  cfg_nope_col(c), cfg_nope_col(c) + c->qk_nope_dim - 1);
@@ -430,8 +430,8 @@ static bool export_reason(const Model *m, char *why, size_t cap) {
              : "; convert mla runs in the session: ppl, check; `export DIR format attnlab` saves it)");
     if (tpa_yes && m->cfg.lin.n_linear > 0 && strlen(why) + 1 < cap)   /* tpa_export_opts refuses a hybrid */
         snprintf(why + strlen(why), cap - strlen(why), " (not: tpa: its format holds every layer as TPA attention, "
-                 "and %d of the %d layers are %s; convert tpa runs in the session: ppl, check)", m->cfg.lin.n_linear,
-                 m->cfg.n_layers, layersel_other_kind(&m->cfg));
+                 "and %d of the %d layer%s are %s; convert tpa runs in the session: ppl, check)", m->cfg.lin.n_linear,
+                 m->cfg.n_layers, al_s(m->cfg.n_layers), layersel_other_kind(&m->cfg));
     if (!ok[0]) {                             /* nothing exports: "no: none (not: ...)" rather than "yes:  (not: ...)" */
         memmove(why + 4, why, strnlen(why, cap - 5) + 1);
         memcpy(why, "none", 4);
@@ -486,8 +486,8 @@ static void dsv4_note(const Model *m, analysis_kind a, char *why, size_t cap) {
         snprintf(why, cap, "the %d NoPE dims of each head, dims 0-%d, exactly up to scalars: W_Q is wq_b's rows of the "
                  "head from the q_norm'ed latent (q_lora %d) and W_K the one KV head wkv with kv_norm's weight; the "
                  "latent's RMS, the head's weightless RMS and the key's RMS scale each score by per-token factors only; "
-                 "the last %d dims rotate (adjacent pairs)", c->qk_nope_dim, c->qk_nope_dim - 1, c->q_lora_rank,
-                 c->qk_rope_dim);
+                 "the last %d dim%s rotate (adjacent pairs)", c->qk_nope_dim, c->qk_nope_dim - 1, c->q_lora_rank,
+                 c->qk_rope_dim, al_s(c->qk_rope_dim));
     else
         snprintf(why, cap, "K = V: the one KV head (wkv, kv_norm's weight on its columns) is every head's W_V and W_K; "
                  "head h's W_O is its block of wo_a (group h / %d of %d, o_lora %d) times wo_b; exact on the %d NoPE "
@@ -502,8 +502,8 @@ static bool kvsvd_reason(const Model *m, char *why, size_t cap) {
     if (llama4_reason(m, "kvsvd", why, cap)) return true;
     if (cfg_per_type_dims(&m->cfg))                   /* Gemma 4 */
         return why_set(why, cap, "%s: the full-attention layers have their own head dims (global_head_dim %d, %d KV "
-                       "heads): kvsvd's statistics take one head shape; not covered", mname(m), m->cfg.global_head_dim,
-                       m->cfg.global_kv_heads);
+                       "head%s): kvsvd's statistics take one head shape; not covered", mname(m), m->cfg.global_head_dim,
+                       m->cfg.global_kv_heads, al_s(m->cfg.global_kv_heads));
     if (m->cfg.kv_shared_from > 0)                    /* Gemma 4 */
         return why_set(why, cap, "%s: layers %d-%d read an earlier layer's K / V (num_kv_shared_layers): kvsvd learns "
                        "every layer's own keys; not covered", mname(m), m->cfg.kv_shared_from, m->cfg.n_layers - 1);

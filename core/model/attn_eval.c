@@ -258,7 +258,7 @@ int attn_layer_validate(const AttnLayer *L) {
     if (rc) return rc;
     if (L->kind == ATTN_GQA) {
         size_t G = (size_t)L->n_kv_heads, d = (size_t)L->head_dim;
-        if (G == 0 || H % G) return al_err("attention layer: %zu KV heads must divide %zu heads", G, H);
+        if (G == 0 || H % G) return al_err("attention layer: %zu KV head%s must divide %zu head%s", G, al_s(G), H, al_s(H));
         if (L->rope_dim > L->head_dim)
             return al_err("attention layer: %d RoPE dims in a head of %d", L->rope_dim, L->head_dim);
         if (L->qk_norm != QKN_NONE && (!L->q_norm || !L->k_norm))
@@ -370,7 +370,7 @@ static int read_vec(Model *m, int layer, tensor_role r, const char *what, size_t
         Mat *t = NULL;
         rc = store_read(m->store, name, &t);
         if (rc == AL_OK && t->rows * t->cols != n)
-            rc = al_err("tensor '%s' has %zu values but the config implies %zu", name, t->rows * t->cols, n);
+            rc = al_err("tensor '%s' has %zu value%s but the config implies %zu", name, t->rows * t->cols, al_s(t->rows * t->cols), n);
         if (rc == AL_OK && (*out = al_malloc3(n, 1, sizeof(float), name))) memcpy(*out, t->data, n * sizeof(float));
         else if (rc == AL_OK) rc = AL_ERR;
         mat_free(t);
@@ -448,7 +448,7 @@ static int load_gate(Model *m, int layer, AttnLayer *L) {
     float *b = NULL;
     if (read_t(m, layer, ROLE_Q, &q)) return AL_ERR;                           /* (hidden, 2 H d) */
     int rc = q->rows == D && q->cols == 2 * H * d ? AL_OK
-             : al_err("layer %d: a gated q_proj has %zu rows, not 2 x %zu heads x %zu", layer, q->cols, H, d);
+             : al_err("layer %d: a gated q_proj has %zu row%s, not 2 x %zu head%s x %zu", layer, q->cols, al_s(q->cols), H, al_s(H), d);
     if (rc == AL_OK && !(L->W_G = mat_new(D, H * d))) rc = AL_ERR;
     for (size_t i = 0; rc == AL_OK && i < D; i++)
         for (size_t h = 0; h < H; h++)
@@ -979,7 +979,7 @@ static int eval_layer(const EvMm *e, const AttnLayer *L, const Mat *X, const int
     *out = NULL;
     if (attn_layer_validate(L)) return AL_ERR;
     if (X->cols != (size_t)L->hidden)
-        return al_err("attention input has %zu columns but the layer's hidden size is %d", X->cols, L->hidden);
+        return al_err("attention input has %zu column%s but the layer's hidden size is %d", X->cols, al_s(X->cols), L->hidden);
     size_t T = X->rows;
     if (T == 0) return al_err("attention input has no tokens");
     AttnOut *o = out_new(L, T, want_scores);

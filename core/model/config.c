@@ -239,8 +239,8 @@ static int cfg_validate(const ModelConfig *c, const char *where) {
     if (c->n_layers <= 0 || c->n_heads <= 0 || c->hidden <= 0)
         return al_err("%s: num_hidden_layers, num_attention_heads and hidden_size must be positive", where);
     if (c->n_layers > CFG_MAX_LAYERS)        /* before describe(), whose per-layer loops would run over them all */
-        return al_err("%s: %s %d: attnlab reads at most %d layers", where,
-                      cfg_row(c)->keys == KEYS_GPT2 ? "n_layer" : "num_hidden_layers", c->n_layers, CFG_MAX_LAYERS);
+        return al_err("%s: %s %d: attnlab reads at most %d layer%s", where,
+                      cfg_row(c)->keys == KEYS_GPT2 ? "n_layer" : "num_hidden_layers", c->n_layers, CFG_MAX_LAYERS, al_s(CFG_MAX_LAYERS));
     if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0)
         return al_err("%s: num_key_value_heads %d must divide num_attention_heads %d", where, c->n_kv_heads, c->n_heads);
     if (cfg_d_qk(c) <= 0 || c->v_dim <= 0) return al_err("%s: head dims must be positive", where);
@@ -342,7 +342,7 @@ static void parse_nope(cfg_reader *r, const cJSON *root, ModelConfig *c) {
     int n = jarray(r, root, "no_rope_layers", flag, CFG_MAX_LAYERS), L0 = c->n_layers < CFG_MAX_LAYERS ? c->n_layers : CFG_MAX_LAYERS;
     if (n > 0 && n < L0) {
         char item[160];
-        snprintf(item, sizeof item, "no_rope_layers (%d entries for %d layers)", n, c->n_layers);
+        snprintf(item, sizeof item, "no_rope_layers (%d entries for %d layer%s)", n, c->n_layers, al_s(c->n_layers));
         cfg_list_add(r->badnum, sizeof r->badnum, item);
         r->nbad++;
     }
@@ -616,8 +616,8 @@ static void mamba_check(cfg_reader *r, const cJSON *root, const ModelConfig *c) 
     char item[160] = "";
     int n = l->blocks ? (int)strlen(pat->valuestring) : cJSON_GetArraySize(lt);
     if (n != c->n_layers)
-        snprintf(item, sizeof item, "%s (%d entries for %d layers)",
-                 l->blocks ? "hybrid_override_pattern" : "layer_types", n, c->n_layers);
+        snprintf(item, sizeof item, "%s (%d entries for %d layer%s)",
+                 l->blocks ? "hybrid_override_pattern" : "layer_types", n, c->n_layers, al_s(c->n_layers));
     for (int L = 0; !item[0] && L < n && L < CFG_MAX_LAYERS; L++) {
         const cJSON *e = l->blocks ? NULL : cJSON_GetArrayItem(lt, L);
         if (l->blocks ? !strchr("M*-E", pat->valuestring[L])
@@ -862,7 +862,7 @@ static int attnlab_kv_ranks(const cJSON *root, const char *where, ModelConfig *c
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "attnlab_kv_ranks");
     if (!a) return AL_OK;
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != cfg->n_layers || cfg->n_layers > CFG_MAX_LAYERS)
-        return al_err("%s: attnlab_kv_ranks is not a list of %d ranks (one per layer)", where, cfg->n_layers);
+        return al_err("%s: attnlab_kv_ranks is not a list of %d rank%s (one per layer)", where, cfg->n_layers, al_s(cfg->n_layers));
     for (int l = 0; l < cfg->n_layers; l++) {
         const cJSON *v = cJSON_GetArrayItem(a, l);
         if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > cfg->kv_lora_rank || v->valuedouble != (int)v->valuedouble)
@@ -1041,8 +1041,8 @@ static int keep_last_keys(cJSON *j, const char *where) {
             for (run = 1; i + run < n && strcmp(v[i].item->string, v[i + run].item->string) == 0; run++) {}
             if (run == 1) continue;
             char shown[96];
-            al_warn("%s: key \"%s\" appears %zu times; attnlab uses the last, as Hugging Face does", where,
-                    al_printable(v[i].item->string, shown, sizeof shown), run);
+            al_warn("%s: key \"%s\" appears %zu time%s; attnlab uses the last, as Hugging Face does", where,
+                    al_printable(v[i].item->string, shown, sizeof shown), run, al_s(run));
             for (size_t d = i; d + 1 < i + run; d++) cJSON_Delete(cJSON_DetachItemViaPointer(j, v[d].item));
         }
         free(v);

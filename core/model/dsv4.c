@@ -140,12 +140,12 @@ const char *dsv4_describe(const Dsv4Spec *s, char *buf, size_t cap) {
     int nh = dsv4_layers_of(s, "HCA", h, sizeof h);
     v4_hca_ratios(s, hr, sizeof hr);
     int extra = s->n_ratios > s->layers ? s->n_ratios - s->layers : 0;
-    snprintf(buf, cap, "%d layers (+%d MTP), %d heads of %d over %d KV head (key = value, RoPE on its last %d, a "
-             "sink per head), q_lora %d, output %d groups x o_lora %d; window %d only: %d layer%s (%s); CSA (window + "
+    snprintf(buf, cap, "%d layer%s (+%d MTP), %d head%s of %d over %d KV head (key = value, RoPE on its last %d, a "
+             "sink per head), q_lora %d, output %d group%s x o_lora %d; window %d only: %d layer%s (%s); CSA (window + "
              "4:1 compressed KV, indexer top-%d of %d x %d): %d (%s); HCA (window + %s:1 compressed): %d (%s); "
              "hyper-connections x%d, %d hash-routed layers",
-             s->layers, extra ? extra : s->mtp, s->heads, s->head_dim, s->kv_heads, s->rope_dim, s->q_lora,
-             s->o_groups, s->o_lora, s->window, nw, nw == 1 ? "" : "s", nw ? w : "none", s->index_topk, s->index_heads,
+             s->layers, al_s(s->layers), extra ? extra : s->mtp, s->heads, al_s(s->heads), s->head_dim, s->kv_heads, s->rope_dim, s->q_lora,
+             s->o_groups, al_s(s->o_groups), s->o_lora, s->window, nw, al_s(nw), nw ? w : "none", s->index_topk, s->index_heads,
              s->index_head_dim, nc, nc ? c : "none", nh ? hr : "r", nh, nh ? h : "none", s->hc_mult, s->hash_layers);
     return buf;
 }

@@ -669,7 +669,7 @@ static int load_flat(Forward *f, const char *n, size_t count, bool dry, size_t *
     int rc = store_entry(f->m->store, n, &e, &sf);
     if (rc == AL_OK) {
         for (int i = 0; i < e->ndim; i++) numel *= e->shape[i];
-        if (numel != count) rc = al_err("tensor '%s' has %zu values but this %s model needs %zu", n, numel,
+        if (numel != count) rc = al_err("tensor '%s' has %zu value%s but this %s model needs %zu", n, numel, al_s(numel),
                                         f->c->model_type, count);
         if (bytes) *bytes += numel * dt_size(e->dtype);
     }
@@ -728,7 +728,7 @@ static int load_linear(Forward *f, int L, bool dry, size_t *bytes, LayerW *w) {
         if ((rc = store_entry(f->m->store, n, &e, &sf)) == AL_OK) {   /* [C, 1, K]: not a matrix */
             for (int i = 0; i < e->ndim; i++) numel *= e->shape[i];
             if (numel != C * (size_t)ls->conv)
-                rc = al_err("tensor '%s' has %zu values but a conv of %zu channels and kernel %d needs %zu", n, numel, C,
+                rc = al_err("tensor '%s' has %zu value%s but a conv of %zu channel%s and kernel %d needs %zu", n, numel, al_s(numel), C, al_s(C),
                             ls->conv, C * (size_t)ls->conv);
             if (bytes) *bytes += numel * dt_size(e->dtype);
         }
@@ -751,7 +751,7 @@ static int load_conv(Forward *f, const char *n, size_t C, size_t K, bool dry, si
     int rc = store_entry(f->m->store, n, &e, &sf);
     for (int i = 0; rc == AL_OK && i < e->ndim; i++) numel *= e->shape[i];
     if (rc == AL_OK && numel != C * K)
-        rc = al_err("tensor '%s' has %zu values but a conv of %zu channels and kernel %zu needs %zu", n, numel, C, K, C * K);
+        rc = al_err("tensor '%s' has %zu value%s but a conv of %zu channel%s and kernel %zu needs %zu", n, numel, al_s(numel), C, al_s(C), K, C * K);
     if (rc == AL_OK && bytes) *bytes += numel * dt_size(e->dtype);
     if (rc == AL_OK && !dry && !(*out = mat_new(C, K))) rc = AL_ERR;
     if (rc == AL_OK && !dry) rc = dt_to_f32(e->dtype, st_data(sf, e), numel, (*out)->data);
@@ -1653,7 +1653,7 @@ static int evict_mask(Forward *f, int L, size_t T, const QKV *p) {
     size_t nk = f->pos + T, n = f->G * T * nk;
     if (n > f->evcap) {
         unsigned char *k = realloc(f->evkeep, n);
-        if (!k) return al_err("out of memory for the eviction mask (%zu bytes)", n);
+        if (!k) return al_err("out of memory for the eviction mask (%zu byte%s)", n, al_s(n));
         f->evkeep = k;
         f->evcap = n;
     }
@@ -1713,10 +1713,10 @@ static int attention(Forward *f, int L, size_t T) {
     if (rc) return rc;
     if (f->over[L]) {
         if (f->ikc && f->pos + T > (size_t)f->c->index_topk)
-            return al_err("layer %d: a transformed layer runs dense attention, but %zu tokens pass index_topk %d, where "
-                          "the indexer selects keys: measure it on sequences of at most %d tokens, or export it "
-                          "(`export DIR`) and load DIR, whose forward pass runs the selection", L, f->pos + T,
-                          f->c->index_topk, f->c->index_topk);
+            return al_err("layer %d: a transformed layer runs dense attention, but %zu token%s pass index_topk %d, where "
+                          "the indexer selects keys: measure it on sequences of at most %d token%s, or export it "
+                          "(`export DIR`) and load DIR, whose forward pass runs the selection", L, f->pos + T, al_s(f->pos + T),
+                          f->c->index_topk, f->c->index_topk, al_s(f->c->index_topk));
         if ((rc = attention_override(f, L, T))) return rc;
         return hook(f, FWD_ATTN_PROJ, L, f->h.p, T, 1, D, D);
     }
@@ -2084,8 +2084,8 @@ static int body_embed(Forward *f, const int *tokens, size_t T) {
     size_t D = f->D;
     if (T == 0) return al_err("forward pass: no tokens to run");
     if (f->pos + T > f->max_ctx)
-        return al_err("forward pass: %zu tokens after %zu already in the sequence exceed the context of %zu (reset, or "
-                      "use shorter windows)", T, f->pos, f->max_ctx);
+        return al_err("forward pass: %zu token%s after %zu already in the sequence exceed the context of %zu (reset, or "
+                      "use shorter windows)", T, al_s(T), f->pos, f->max_ctx);
     for (size_t t = 0; t < T; t++)
         if (tokens[t] < 0 || (size_t)tokens[t] >= f->vocab)
             return al_err("token id %d (position %zu) is outside the model's vocabulary 0-%zu", tokens[t], f->pos + t,

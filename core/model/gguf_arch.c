@@ -323,8 +323,8 @@ static int kv_smollm3(GgufWriter *w, const ModelConfig *c, const cJSON *tree, co
                           "on the others (a constant, no GGUF key): these no_rope_layers have no GGUF form", L,
                           cfg_layer_rope(c, L) ? "applies" : "has no");
         if (cfg_layer_window(c, L) > 0)
-            return al_err("smollm3 with use_sliding_window (layer %d: %zu tokens): llama.cpp's smollm3 has no sliding "
-                          "window", L, cfg_layer_window(c, L));
+            return al_err("smollm3 with use_sliding_window (layer %d: %zu token%s): llama.cpp's smollm3 has no sliding "
+                          "window", L, cfg_layer_window(c, L), al_s(cfg_layer_window(c, L)));
     }
     return kv_llama(w, c, tree, a);
 }
@@ -758,7 +758,7 @@ static int back_experts(Back *b, const GgufMap *t, const GgufTensor *g, char *hf
     bool w = g->ndim == 3;
     if ((g->ndim != 2 && g->ndim != 3) || (t->xf == XF_EXP_DOWN && !w) || t->xf == XF_EXP_UP) {
         free(hf);
-        return al_err("%s: %s: %d dims%s, not gpt-oss's experts", gguf_path(b->f), g->name, g->ndim,
+        return al_err("%s: %s: %d dim%s%s, not gpt-oss's experts", gguf_path(b->f), g->name, g->ndim, al_s(g->ndim),
                       t->xf == XF_EXP_UP ? " or no gate before it" : "");
     }
     if (al_reserve(&b->ent, &b->cap, b->n + 1, sizeof *b->ent, "GGUF tensors")) { free(hf); return AL_ERR; }
@@ -896,15 +896,15 @@ static int back_add(Back *b, const GgufMap *t, int layer, const GgufTensor *g) {
         rc = back_check(b, g, (uint64_t)c->qk_nope_dim, (uint64_t)c->kv_lora_rank, (uint64_t)c->n_heads);
         R = (size_t)c->n_heads * (size_t)(c->qk_nope_dim + c->v_dim);
         C = (size_t)c->kv_lora_rank;
-    } else if (g->ndim > 2) rc = al_err("%s: %s has %d dims, expected at most 2", gguf_path(b->f), g->name, g->ndim);
+    } else if (g->ndim > 2) rc = al_err("%s: %s has %d dim%s, expected at most 2", gguf_path(b->f), g->name, g->ndim, al_s(g->ndim));
     if (t->xf == XF_T) { size_t s = R; R = C; C = s; }
     if (t->xf == XF_QKV_HEADS && (!c->n_heads || (g->ndim == 1 ? C : R) % (3 * (size_t)c->n_heads)))
-        rc = al_err("%s: %s: %zu rows do not split into 3 x %d heads", gguf_path(b->f), g->name, g->ndim == 1 ? C : R,
-                    c->n_heads);
+        rc = al_err("%s: %s: %zu row%s do not split into 3 x %d head%s", gguf_path(b->f), g->name, g->ndim == 1 ? C : R, al_s(g->ndim == 1 ? C : R),
+                    c->n_heads, al_s(c->n_heads));
     if ((t->xf == XF_PERM_Q || t->xf == XF_PERM_K) && arch_permuted(b->a)) {
         size_t heads = (size_t)(t->xf == XF_PERM_Q ? c->n_heads : c->n_kv_heads), rows = g->ndim == 1 ? C : R;
         if (!heads || rows % heads || (rows / heads) % 2)
-            rc = al_err("%s: %s: %zu rows do not split into %zu heads of pairs", gguf_path(b->f), g->name, rows, heads);
+            rc = al_err("%s: %s: %zu row%s do not split into %zu head%s of pairs", gguf_path(b->f), g->name, rows, al_s(rows), heads, al_s(heads));
     }
     l->e.ndim = g->ndim == 1 ? 1 : 2;
     l->e.shape[0] = g->ndim == 1 ? C : R;
@@ -1000,7 +1000,7 @@ static uint8_t *back_map(size_t size) {
 static int back_store(Back *b, const char *path, Store **store) {
     size_t size = b->off ? b->off : 1;
     uint8_t *map = back_map(size);
-    if (!map) return al_err("%s: cannot allocate %zu bytes for its tensors", path, size);
+    if (!map) return al_err("%s: cannot allocate %zu byte%s for its tensors", path, size, al_s(size));
     int rc = AL_OK;
     for (size_t i = 0; rc == AL_OK && i < b->n; i++) rc = back_fill_as(b, &b->ent[i], map + b->ent[i].e.begin);
     st_entry *e = rc == AL_OK ? al_calloc(b->n ? b->n : 1, sizeof *e, "tensor entries") : NULL;
@@ -1045,7 +1045,7 @@ int gguf_check_tensors(const GgufFile *f, bool *checked) {
         }
     const GgufTensor *e = gg_find(f, ROLE_EMBED, -1, "weight");
     if (e && (e->ndim != 2 || (int64_t)e->ne[0] != hidden))
-        return al_err("token_embd.weight has %d dims of which the first is %llu: llama.cpp expects (%lld, vocab)", e->ndim,
+        return al_err("token_embd.weight has %d dim%s of which the first is %llu: llama.cpp expects (%lld, vocab)", e->ndim, al_s(e->ndim),
                       (unsigned long long)e->ne[0], (long long)hidden);
     for (size_t i = 0; i < gguf_tensor_count(f); i++)
         if (!row_has(a, gguf_tensor_at(f, i)->name))
@@ -1119,8 +1119,8 @@ static int back_open(const char *path, Back *b, char **json) {
     *json = rc == AL_OK ? cJSON_Print(c) : NULL;
     int64_t layers = rc == AL_OK ? gint(f, a, "block_count", 0) : 0;
     if (rc == AL_OK && (layers < 0 || (uint64_t)layers > gguf_tensor_count(f)))   /* each layer holds tensors */
-        rc = al_err("%s: %s.block_count %lld: the file holds %zu tensors", path, a->arch, (long long)layers,
-                    gguf_tensor_count(f));
+        rc = al_err("%s: %s.block_count %lld: the file holds %zu tensor%s", path, a->arch, (long long)layers,
+                    gguf_tensor_count(f), al_s(gguf_tensor_count(f)));
     if (rc == AL_OK) rc = *json ? model_config_parse(*json, path, &b->c) : al_err("out of memory");
     if (rc == AL_OK) rc = back_collect(b);
     size_t mx = 0;

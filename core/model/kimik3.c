@@ -95,11 +95,11 @@ const char *kimik3_describe(const KimiK3Spec *s, char *buf, size_t cap) {
     char lk[160], lm[160];
     dsv4_layer_list(kda, nk, lk, sizeof lk);
     dsv4_layer_list(mla, nm, lm, sizeof lm);
-    snprintf(buf, cap, "%d layers: MLA of %d heads without RoPE on %d (%s), Kimi Delta Attention (%d heads of %d) on "
+    snprintf(buf, cap, "%d layer%s: MLA of %d head%s without RoPE on %d (%s), Kimi Delta Attention (%d head%s of %d) on "
              "%d (%s); output gates: KDA %s, MLA %s; attention residuals in blocks of %d; activation %s (beta %g, "
-             "linear beta %g); %d experts top-%d in a latent of %d, %d shared",
-             s->layers, s->heads, s->n_mla, nm ? lm : "none", s->kda_heads, s->kda_head_dim, s->n_kda,
+             "linear beta %g); %d expert%s top-%d in a latent of %d, %d shared",
+             s->layers, al_s(s->layers), s->heads, al_s(s->heads), s->n_mla, nm ? lm : "none", s->kda_heads, al_s(s->kda_heads), s->kda_head_dim, s->n_kda,
              nm ? "the others" : lk, s->full_rank_gate ? "full-rank (g_proj)" : "low-rank", s->mla_gate ? "yes" : "no",
-             s->res_block, s->act, s->situ_beta, s->situ_linear_beta, s->experts, s->top_k, s->latent, s->shared);
+             s->res_block, s->act, s->situ_beta, s->situ_linear_beta, s->experts, al_s(s->experts), s->top_k, s->latent, s->shared);
     return buf;
 }

@@ -64,7 +64,7 @@ static int add_to_row(KvcacheRow *rows, int *n, const KvcacheRow *key, int L, si
     while (r < *n && !(rows[r].kind == key->kind && rows[r].span == key->span && rows[r].per_token == key->per_token)) r++;
     KvcacheRow *w = &rows[r];
     if (r == *n) {
-        if (r == KVCACHE_MAX_ROWS) return al_err("kv-cache: more than %d kinds of layer", KVCACHE_MAX_ROWS);
+        if (r == KVCACHE_MAX_ROWS) return al_err("kv-cache: more than %d kind%s of layer", KVCACHE_MAX_ROWS, al_s(KVCACHE_MAX_ROWS));
         *w = *key;
         bool strided = key->kind == KVC_COMPRESSED || key->kind == KVC_INDEX;   /* an entry per span tokens */
         w->tokens = kvcache_constant(key->kind) || key->kind == KVC_SHARED ? 0

@@ -99,7 +99,7 @@ static void token(const LinAttnW *w, LinAttnState *st, const float *row, const f
 int linattn_run(const LinAttnW *w, LinAttnState *st, const float *qkvz, const float *ba, size_t T, float *out) {
     size_t Hk = w->Hk, Hv = w->Hv, dk = w->dk, dv = w->dv, r = Hv / Hk, nq = Hk * dk, nv = Hv * dv;
     size_t C = linattn_conv_dim(w), grp = 2 * dk + 2 * r * dv, W = 2 * nq + 2 * nv;
-    if (!Hk || Hv % Hk) return al_err("linear attention: %zu value heads are not a multiple of %zu key heads", Hv, Hk);
+    if (!Hk || Hv % Hk) return al_err("linear attention: %zu value head%s are not a multiple of %zu key head%s", Hv, al_s(Hv), Hk, al_s(Hk));
     float *row = al_malloc3(C + nv + 2 * Hv, 1, sizeof(float), "a linear-attention row");
     double *y = al_malloc3(C + dv, 1, sizeof(double), "a linear-attention row");
     if (!row || !y) { free(row); free(y); return AL_ERR; }

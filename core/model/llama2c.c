@@ -150,13 +150,13 @@ int llama2c_open(const char *path, Store **store, ModelConfig *cfg) {
     l2c_layout l = {0};
     int rc = l2c_check_header(path, h);
     if (rc == AL_OK && l2c_needed_bytes(h) > (double)(size - L2C_HEADER))   /* before laying out (maybe 16M layers) */
-        rc = al_err("%s: truncated: the header (dim %d, %d layers, vocab %lld) needs %.0f bytes of weights, the file has %zu",
-                    path, h[0], h[2], (long long)l2c_abs(h[5]), l2c_needed_bytes(h), size - L2C_HEADER);
+        rc = al_err("%s: truncated: the header (dim %d, %d layer%s, vocab %lld) needs %.0f bytes of weights, the file has %zu",
+                    path, h[0], h[2], al_s(h[2]), (long long)l2c_abs(h[5]), l2c_needed_bytes(h), size - L2C_HEADER);
     if (rc == AL_OK) l2c_config(cfg, h);                        /* the names of its layouts */
     if (rc == AL_OK) rc = l2c_layout_weights(&l, cfg, h, h[5] > 0);
     if (rc == AL_OK && L2C_HEADER + l.off > size)
-        rc = al_err("%s: truncated: the header (dim %d, %d layers, vocab %d) needs %zu bytes of weights, the file has %zu",
-                    path, h[0], h[2], (int)l2c_abs(h[5]), l.off, size - L2C_HEADER);
+        rc = al_err("%s: truncated: the header (dim %d, %d layer%s, vocab %d) needs %zu byte%s of weights, the file has %zu",
+                    path, h[0], h[2], al_s(h[2]), (int)l2c_abs(h[5]), l.off, al_s(l.off), size - L2C_HEADER);
     st_file *f = NULL;
     if (rc == AL_OK) {
         f = st_wrap(path, map, size, L2C_HEADER, l.e, l.n, true);

@@ -48,8 +48,8 @@ static void gated_norm(const Mamba2W *w, double *y, const float *z, float *out) 
 int mamba2_run(const Mamba2W *w, Mamba2State *st, const float *p, size_t T, float *out) {
     size_t I = w->H * w->P, C = mamba2_conv_dim(w), W = mamba2_in_dim(w), GN = w->G * w->N, per = w->H / w->G;
     if (!w->G || w->H % w->G || !w->norm_groups || I % w->norm_groups)
-        return al_err("Mamba-2: %zu heads of %zu in %zu groups, gated norm in %zu groups: the groups must divide them",
-                      w->H, w->P, w->G, w->norm_groups);
+        return al_err("Mamba-2: %zu head%s of %zu in %zu group%s, gated norm in %zu group%s: the groups must divide them",
+                      w->H, al_s(w->H), w->P, w->G, al_s(w->G), w->norm_groups, al_s(w->norm_groups));
     double *xbc = al_malloc3(C + I, 1, sizeof(double), "a Mamba-2 row"), *y = xbc ? xbc + C : NULL;
     if (!xbc) return AL_ERR;
     for (size_t t = 0; t < T; t++) {

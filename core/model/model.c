@@ -123,7 +123,7 @@ static int validate_linear(Model *m, int L) {
         for (int k = 0; k < e->ndim; k++) n *= e->shape[k];
         if (shape_linear_conv(w->role) && !w->bias) want *= (size_t)c->lin.conv;
         if (n != want)
-            return al_err("tensor '%s' has %zu values but the config (%s) needs %zu", name, n, w->why, want);
+            return al_err("tensor '%s' has %zu value%s but the config (%s) needs %zu", name, n, al_s(n), w->why, want);
     }
     return AL_OK;
 }
@@ -155,8 +155,8 @@ static int model_validate(Model *m) {
             size_t R, C;
             int rc = store_shape2(m->store, name, &R, &C);
             if (rc == AL_OK && (R != req[i].rows || C != req[i].cols))
-                rc = al_err("tensor '%s' has shape [%zu, %zu] but the config (%s, %d heads, %d KV heads, hidden %d) "
-                            "needs [%zu, %zu]", name, R, C, m->cfg.model_type, m->cfg.n_heads, lc->n_kv_heads,
+                rc = al_err("tensor '%s' has shape [%zu, %zu] but the config (%s, %d head%s, %d KV head%s, hidden %d) "
+                            "needs [%zu, %zu]", name, R, C, m->cfg.model_type, m->cfg.n_heads, al_s(m->cfg.n_heads), lc->n_kv_heads, al_s(lc->n_kv_heads),
                             m->cfg.hidden, req[i].rows, req[i].cols);
             if (rc == AL_OK && !dt_set) {      /* the first softmax-attention layer's dtype */
                 const st_entry *e;
@@ -791,7 +791,7 @@ static int head_compose(Model *m, const HeadBlock *b, Mat **W) {
     cfg_role_name(&m->cfg, b->scale_role, b->layer, -1, "weight", name, sizeof name);
     int rc = store_read(m->store, name, &s);
     if (rc == AL_OK && s->rows * s->cols < b->s0 + (*W)->cols)
-        rc = al_err("tensor '%s' has %zu values; the view needs [%zu, %zu)", name, s->rows * s->cols, b->s0,
+        rc = al_err("tensor '%s' has %zu value%s; the view needs [%zu, %zu)", name, s->rows * s->cols, al_s(s->rows * s->cols), b->s0,
                     b->s0 + (*W)->cols);
     for (size_t i = 0; rc == AL_OK && i < (*W)->rows; i++)
         for (size_t k = 0; k < (*W)->cols; k++) (*W)->data[i * (*W)->cols + k] *= s->data[b->s0 + k];
@@ -818,8 +818,8 @@ static int read_bias(Model *m, const char *name, size_t off, size_t d, float **o
     Mat *b = NULL;
     int rc = store_read(m->store, name, &b);
     if (rc == AL_OK && off + d > b->rows * b->cols)
-        rc = al_err("bias '%s' has %zu values, shorter than the config implies (it needs [%zu, %zu))", name,
-                    b->rows * b->cols, off, off + d);
+        rc = al_err("bias '%s' has %zu value%s, shorter than the config implies (it needs [%zu, %zu))", name,
+                    b->rows * b->cols, al_s(b->rows * b->cols), off, off + d);
     if (rc != AL_OK) { mat_free(b); return rc; }
     *out = al_malloc3(d, 1, sizeof(float), "a bias");
     if (*out) memcpy(*out, b->data + off, d * sizeof(float));
