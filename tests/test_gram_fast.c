@@ -237,36 +237,6 @@ static void test_acc_begin(GbfWork *w, GbfAcc *acc, const uint32_t *P, size_t nc
     printf("gbf_acc_begin / _end on a G of NaNs: %d entries differ from memset + flush\n", bad);
 }
 
-/* gbf_transpose_step's PT, made step by step as a packer makes it, against the chunk's own transpose:
- * the same Gram to the bit (np 64, 37 and 5 pair rows: whole and zero-padded steps; k 128 and 40). */
-static void test_transpose_step(void) {
-    if (!gbf_amx_cpu()) return;
-    static const size_t shapes[][2] = {{64, 128}, {37, 128}, {5, 40}};
-    GbfWork *w = gbf_work_new();
-    int bad = 0;
-    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
-        size_t np = shapes[c][0], k = shapes[c][1], ld = gbf_ld(k);
-        uint32_t *P = calloc(np * ld, sizeof *P), *PT = malloc(ld * gbf_npad(np) * sizeof *PT);
-        double *G0 = calloc(k * k, sizeof(double)), *G1 = calloc(k * k, sizeof(double));
-        for (size_t t = 0; t < np; t++)
-            for (size_t i = 0; i < k; i++)
-                P[t * ld + i] = dt_f32_to_bf16((float)nrand()) | (uint32_t)dt_f32_to_bf16((float)nrand()) << 16;
-        for (size_t i = 0; i < ld * gbf_npad(np); i++) PT[i] = 0x7fc07fc0u;       /* NaNs: every entry written */
-        for (size_t t0 = 0; t0 < gbf_npad(np); t0 += 16) gbf_transpose_step(P, t0, np, k, PT);
-        gbf_chunk_bf16_ws(w, P, NULL, np, k, NULL, G0);
-        gbf_chunk_bf16_ws(w, P, PT, np, k, NULL, G1);
-        int differ = 0;
-        for (size_t i = 0; i < k; i++)
-            for (size_t j = i; j < k; j++) differ += memcmp(&G0[i * k + j], &G1[i * k + j], sizeof(double)) != 0;
-        CHECK(differ == 0, "gbf_transpose_step, np %zu, k %zu: %d Gram entries differ from the chunk's own transpose",
-              np, k, differ);
-        bad += differ;
-        free(P); free(PT); free(G0); free(G1);
-    }
-    gbf_work_free(w);
-    printf("gbf_transpose_step: %d Gram entries differ from the chunk's own transpose\n", bad);
-}
-
 /* The AMX chunks' float accumulator (gbf_chunk_bf16_acc): 1 to 21 chunks (flushes at GBF_FLUSH,
  * 2 GBF_FLUSH and the end; odd pair counts; k 300, past AMX's 256, on the double epilogue), with
  * and without scales, normal and graded data: every entry within gbf_gamma_acc(k). Then on 19
@@ -726,7 +696,6 @@ int main(void) {
     test_kernel();
     test_amx();
     test_amx_acc();
-    test_transpose_step();
     test_certain();
     for (int p = 0; p < 2; p++) {
         gbf_path path = p ? GBF_BF16 : GBF_FLOAT;

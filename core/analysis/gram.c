@@ -142,8 +142,7 @@ struct GramScratch {
     size_t fast_k;           /* the k these are sized for */
     GbfWork *gw;             /* the AMX chunk's scratch */
     GbfAcc *acc[GRAM_MANY];  /* the AMX chunks' float accumulators, one per view of a pass */
-    uint32_t *pt;            /* GRAM_MANY x (gbf_ld(k), GBF_CHUNK / 2) the packed chunks transposed (AMX), made
-                                as they are packed */
+    uint32_t *pt;            /* (gbf_ld(k), GBF_CHUNK / 2) a row Gram's chunk transposed (AMX) */
     bool pt_ok;              /* pt holds the packed chunk's transpose */
 };
 
@@ -240,7 +239,7 @@ static int fast_reserve(GramScratch *s, size_t k) {
     s->pack = al_malloc3(words, 1, sizeof(uint32_t), "packed Gram chunks");
     s->seg = al_malloc3(n, 1, sizeof(float), "a Gram segment");
     s->scale = al_malloc3(GRAM_MANY * k, 1, sizeof(float), "chunk scales");
-    s->pt = al_malloc3(GRAM_MANY * GRAM_PACK(ld), 1, sizeof(uint32_t), "transposed chunks");
+    s->pt = al_malloc3(GBF_CHUNK / 2, ld, sizeof(uint32_t), "a transposed chunk");
     bool amx = gbf_amx_chunk(k), accs = true;
     if (!s->gw && amx) s->gw = gbf_work_new();
     for (int i = 0; amx && i < GRAM_MANY; i++) accs = accs && (s->acc[i] = gbf_acc_new(k));
@@ -266,12 +265,10 @@ static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, float *
  * 16 KB): no hardware prefetcher follows one head down its column, so the views' runs of the rows
  * GRAM_AHEAD ahead are asked for, and reading adjacent heads' runs together keeps the memory busy
  * (one head at a time, the packing spends ~4x longer waiting on o_proj). */
-static void pack_pairs_many(const Tensor2 *t, const GramView *v, size_t nv, size_t t0, size_t n, uint32_t *P,
-                            uint32_t *PT) {
+static void pack_pairs_many(const Tensor2 *t, const GramView *v, size_t nv, size_t t0, size_t n, uint32_t *P) {
     size_t k = gram_view_k(v), ld = gbf_ld(k), es = t->esize, row = t->cols * es, run = k * es, end = v->r0 + v->nr;
-    size_t np = (n + 1) / 2;
     bool fp8 = t->dtype == DT_F8_E4M3;
-    for (size_t tp = 0; tp < np; tp++) {
+    for (size_t tp = 0; tp < (n + 1) / 2; tp++) {
         size_t r0 = v->r0 + t0 + 2 * tp;
         const uint8_t *rows = t->data + r0 * row;
         for (size_t i = 0; i < nv; i++) {
@@ -280,10 +277,6 @@ static void pack_pairs_many(const Tensor2 *t, const GramView *v, size_t nv, size
                 for (size_t b = 0; b < run; b += 64) __builtin_prefetch(r + (a - r0) * row + b);
             gbf_pack_pairs(r, 2 * tp + 1 < n ? r + row : NULL, k, fp8, P + i * GRAM_PACK(ld) + tp * ld);
         }
-        /* the AMX chunk's transpose of the 16 pair rows just packed, while they are in L1 */
-        if (PT && (tp % 16 == 15 || tp + 1 == np))
-            for (size_t i = 0; i < nv; i++)
-                gbf_transpose_step(P + i * GRAM_PACK(ld), tp / 16 * 16, np, k, PT + i * GRAM_PACK(ld));
     }
 }
 
@@ -292,11 +285,11 @@ static void pack_pairs_many(const Tensor2 *t, const GramView *v, size_t nv, size
 static void fast_pack_bf16(const Tensor2 *t, const GramView *v, size_t t0, size_t n, GramScratch *scr) {
     size_t es = t->esize, k = gram_view_k(v);
     /* a row Gram on the AMX tiles: its transpose too, in the same pass (the stored rows are Pᵀ's) */
-    scr->pt_ok = gbf_amx_chunk(k);
+    scr->pt_ok = v->row_gram && gbf_amx_chunk(k);
     if (v->row_gram)
         gbf_pack_rows_t(t->data + (v->r0 * t->cols + v->c0 + t0) * es, t->cols * es, k, n, t->dtype == DT_F8_E4M3,
                         scr->pack, scr->pt_ok ? scr->pt : NULL);
-    else pack_pairs_many(t, v, 1, t0, n, scr->pack, scr->pt_ok ? scr->pt : NULL);
+    else pack_pairs_many(t, v, 1, t0, n, scr->pack);
 }
 
 /* True for an FP4 weight whose values before its per-tensor scale are BF16 numbers (E2M1, 2 bits,
@@ -470,15 +463,13 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
         if (scr->acc[i]) gbf_acc_begin(scr->acc[i], G[i]);      /* G read as zeros, unwritten */
         else memset(G[i], 0, k * k * sizeof(double));
     }
-    bool amx = gbf_amx_chunk(k);                    /* the tiles' transposes made in the packing pass */
     for (size_t c = 0, n; c < other; c += n) {
         n = chunk_len(v, c);
-        pack_pairs_many(&t, v, nv, c, n, scr->pack, amx ? scr->pt : NULL);
+        pack_pairs_many(&t, v, nv, c, n, scr->pack);
         for (size_t i = 0; i < nv; i++) {
             if (t.scale) chunk_scales(&t, &v[i], c, scr->scale + i * k);
-            gbf_chunk_bf16_acc(scr->gw, scr->acc[i], (uint32_t *)scr->pack + i * GRAM_PACK(ld),
-                               amx ? scr->pt + i * GRAM_PACK(ld) : NULL, (n + 1) / 2, k, t.scale ? scr->scale + i * k : NULL,
-                               G[i]);
+            gbf_chunk_bf16_acc(scr->gw, scr->acc[i], (uint32_t *)scr->pack + i * GRAM_PACK(ld), NULL, (n + 1) / 2, k,
+                               t.scale ? scr->scale + i * k : NULL, G[i]);
         }
     }
     for (size_t i = 0; i < nv; i++)

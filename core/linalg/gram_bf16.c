@@ -485,29 +485,18 @@ BF16_TARGET static inline __attribute__((always_inline)) void transpose16(__m512
     }
 }
 
-/* Pair rows [t0, t0 + 16) of P (ld columns; rows from np on taken as zeros) as PT's columns t0.. (PT: ld rows
- * of npad dwords); Bz (NULL: not made) gets those rows zero-padded. */
-BF16_TARGET static void prepare_step(const uint32_t *P, size_t t0, size_t np, size_t ld, size_t npad, uint32_t *PT,
-                                     uint32_t *Bz) {
-    __m512i r[16];
-    for (size_t i0 = 0; i0 < ld; i0 += 16) {
-        for (size_t a = 0; a < 16; a++)
-            r[a] = t0 + a < np ? _mm512_loadu_si512(P + (t0 + a) * ld + i0) : _mm512_setzero_si512();
-        if (Bz)
-            for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(Bz + a * ld + i0, r[a]);
-        if (!PT) continue;
-        transpose16(r);
-        for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(PT + (i0 + a) * npad + t0, r[a]);
-    }
-}
-
 BF16_TARGET static void amx_prepare(const uint32_t *P, size_t np, size_t ld, size_t npad, uint32_t *PT, uint32_t *Bz) {
+    __m512i r[16];
     for (size_t t0 = 0; t0 < npad; t0 += 16)
-        if (PT || t0 + 16 > np) prepare_step(P, t0, np, ld, npad, PT, t0 + 16 > np ? Bz : NULL);
-}
-
-void gbf_transpose_step(const uint32_t *P, size_t t0, size_t np, size_t k, uint32_t *PT) {
-    prepare_step(P, t0, np, gbf_ld(k), gbf_npad(np), PT, NULL);
+        for (size_t i0 = 0; i0 < ld && (PT || t0 + 16 > np); i0 += 16) {
+            for (size_t a = 0; a < 16; a++)
+                r[a] = t0 + a < np ? _mm512_loadu_si512(P + (t0 + a) * ld + i0) : _mm512_setzero_si512();
+            if (t0 + 16 > np)
+                for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(Bz + a * ld + i0, r[a]);
+            if (!PT) continue;
+            transpose16(r);
+            for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(PT + (i0 + a) * npad + t0, r[a]);
+        }
 }
 
 BF16_TARGET void gbf_pack_rows_t(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P,

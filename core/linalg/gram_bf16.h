@@ -117,12 +117,6 @@ void gbf_pack_rows(const uint8_t *src, size_t stride, size_t k, size_t n, bool f
  * AMX path's one transpose is P's, not P's and then Pᵀ's. */
 void gbf_pack_rows_t(const uint8_t *src, size_t stride, size_t k, size_t n, bool fp8, uint32_t *P, uint32_t *PT);
 
-/* The AMX path's transpose of a chunk (gbf_chunk_bf16_ws's PT) one step at a time, for a packer that
- * has just written P's pair rows [t0, t0 + 16) (np pair rows in all; rows from np on taken as zeros):
- * made while they are in L1 instead of read back from L2 by the chunk (a column Gram's packing,
- * gram.c's gram_compute_fast_many). Run it for every t0 = 0, 16, .. < gbf_npad(np). */
-void gbf_transpose_step(const uint32_t *P, size_t t0, size_t np, size_t k, uint32_t *PT);
-
 /* E4M3 code -> its value as BF16 bits (exact; NaN codes give a BF16 NaN) and as float: tables
  * of 256, built once. */
 const uint16_t *gbf_e4m3_bf16(void);
