@@ -326,12 +326,12 @@ static int fast_f32_head(FastJob *j, int worker) {
 static void floor_gram(const FastJob *j, int f, int worker, double *G) {
     const GramView *v = &j->v[f];
     size_t k = gram_view_k(v), n = gram_view_rows(v), ld = gbf_ld(k);
-    gbf_acc_begin(j->acc[worker], G);              /* as gram.c: G read as zeros, not zeroed first */
+    memset(G, 0, k * k * sizeof(double));
     for (size_t c = 0; c < n; c += GBF_CHUNK) {
         size_t len = n - c < GBF_CHUNK ? n - c : GBF_CHUNK;
         gbf_chunk_bf16_acc(j->gw[worker], j->acc[worker], j->P[f] + c / 2 * ld, NULL, (len + 1) / 2, k, j->scale, G);
     }
-    gbf_acc_end(j->acc[worker], G, k);
+    gbf_acc_flush(j->acc[worker], G);
     for (size_t a = 0; a < k; a++) for (size_t b = a + 1; b < k; b++) G[b * k + a] = G[a * k + b];
 }
 

@@ -403,10 +403,9 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     if (tensor_open(st, v->tensor, &t) != AL_OK) return AL_ERR;
     size_t k = gram_view_k(v), other = gram_view_rows(v);
     if (k == 0) return AL_OK;
-    if (other == 0 || view_in_range(&t, v) != AL_OK || fast_reserve(scr, k) != AL_OK) {
-        memset(G, 0, k * k * sizeof(double));
-        return other == 0 ? AL_OK : AL_ERR;
-    }
+    memset(G, 0, k * k * sizeof(double));
+    if (other == 0) return AL_OK;
+    if (view_in_range(&t, v) != AL_OK || fast_reserve(scr, k) != AL_OK) return AL_ERR;
     /* BF16 pairs where the values are BF16 (BF16, FP8 codes, MXFP4 / NVFP4 decoded) and the CPU has
      * vdpbf16ps, floats where it lacks it (not FP4); other dtypes (F32, F16, INT4: not BF16 values)
      * take the double route's Gram, exact (the float kernel is no faster than dsyrk on them) */
@@ -414,8 +413,7 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
     bool fp4 = fp4_bf16(&t) && path == GBF_BF16;     /* MXFP4 / NVFP4: BF16 values, vdpbf16ps only */
     if (!fp4 && ((t.dtype != DT_BF16 && t.dtype != DT_F8_E4M3) || t.rscale || t.fp4.enc != DT_FP4_NONE))
         return gram_compute(st, v, scr, G);
-    if (path == GBF_BF16 && scr->acc[0]) gbf_acc_begin(scr->acc[0], G);     /* G read as zeros, unwritten */
-    else memset(G, 0, k * k * sizeof(double));
+    gbf_acc_clear(scr->acc[0]);                     /* what a failed Gram left */
     for (size_t c = 0, n; c < other; c += n) {
         n = chunk_len(v, c);
         if (fast_pack(&t, v, c, n, path, scr) != AL_OK) return AL_ERR;
@@ -424,7 +422,7 @@ int gram_compute_fast(const Store *st, const GramView *v, GramScratch *scr, doub
             gbf_chunk_bf16_acc(scr->gw, scr->acc[0], scr->pack, scr->pt_ok ? scr->pt : NULL, (n + 1) / 2, k, s, G);
         else gbf_chunk_f32(scr->pack, n, k, s, G);
     }
-    if (path == GBF_BF16 && scr->acc[0]) gbf_acc_end(scr->acc[0], G, k);
+    gbf_acc_flush(scr->acc[0], G);
     return fast_finish(&t, v, path, G, err);
 }
 
@@ -460,8 +458,8 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
     size_t k = gram_view_k(v), other = gram_view_rows(v), ld = gbf_ld(k);
     if (fast_reserve(scr, k) != AL_OK) return AL_ERR;
     for (size_t i = 0; i < nv; i++) {
-        if (scr->acc[i]) gbf_acc_begin(scr->acc[i], G[i]);      /* G read as zeros, unwritten */
-        else memset(G[i], 0, k * k * sizeof(double));
+        memset(G[i], 0, k * k * sizeof(double));
+        gbf_acc_clear(scr->acc[i]);
     }
     for (size_t c = 0, n; c < other; c += n) {
         n = chunk_len(v, c);
@@ -472,8 +470,7 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
                                t.scale ? scr->scale + i * k : NULL, G[i]);
         }
     }
-    for (size_t i = 0; i < nv; i++)
-        if (scr->acc[i]) gbf_acc_end(scr->acc[i], G[i], k);
+    for (size_t i = 0; i < nv; i++) gbf_acc_flush(scr->acc[i], G[i]);
     for (size_t i = 0; i < nv; i++)
         if (fast_finish(&t, &v[i], GBF_BF16, G[i], &err[i]) != AL_OK) {
             if (failed) *failed = i;

@@ -210,7 +210,6 @@ struct GbfAcc {
     size_t kmax, ld;         /* the widest k it holds; F's leading dim gbf_ld(kmax) */
     size_t k;                /* the k of its pending chunks */
     unsigned n;              /* pending chunks (0: F holds nothing) */
-    double *fresh;           /* the G of gbf_acc_begin while nothing is written to it yet (NULL: none) */
 };
 
 /* One 16 x 16 accumulator tile C (row-major) at rows i0.., columns j0.. of G into the float
@@ -293,20 +292,7 @@ void gbf_acc_free(GbfAcc *a) {
 }
 
 void gbf_acc_clear(GbfAcc *a) {
-    if (!a) return;
-    a->n = 0;
-    a->fresh = NULL;
-}
-
-void gbf_acc_begin(GbfAcc *a, double *G) {
-    gbf_acc_clear(a);
-    a->fresh = G;
-}
-
-void gbf_acc_end(GbfAcc *a, double *G, size_t k) {
-    gbf_acc_flush(a, G);
-    if (a->fresh == G) memset(G, 0, k * k * sizeof(double));      /* no chunk reached it */
-    a->fresh = NULL;
+    if (a) a->n = 0;
 }
 
 /* Scales whose float products s_i s_j stay normal and whose products with a chunk of FP8 codes
@@ -327,10 +313,6 @@ BF16_TARGET static bool scales_fit(const float *s, size_t k) {
 void gbf_chunk_bf16_acc(GbfWork *w, GbfAcc *a, const uint32_t *P, const uint32_t *PT, size_t np, size_t k,
                         const float *s, double *G) {
     if (!a || !w || !np || np > GBF_CHUNK / 2 || k > a->kmax || !gbf_amx_chunk(k) || !scales_fit(s, k)) {
-        if (a && a->fresh == G) {                   /* these chunks add to G */
-            memset(G, 0, k * k * sizeof(double));
-            a->fresh = NULL;
-        }
         gbf_chunk_bf16_ws(w, P, PT, np, k, s, G);
         return;
     }
@@ -341,12 +323,10 @@ void gbf_chunk_bf16_acc(GbfWork *w, GbfAcc *a, const uint32_t *P, const uint32_t
 }
 
 /* G's upper block triangle += F's in double (16 floats widened at a time, columns past k left
- * alone); G = 0 + F's where G is gbf_acc_begin's still unwritten (its old entries not read). F
- * then holds nothing (n 0: the next chunk writes it). */
+ * alone). F then holds nothing (n 0: the next chunk writes it, so it is not zeroed here). */
 BF16_TARGET void gbf_acc_flush(GbfAcc *a, double *G) {
     if (!a || !a->n) return;
     size_t k = a->k;
-    bool fresh = a->fresh == G;
     for (size_t i = 0; i < k; i++)
         for (size_t j0 = i / 16 * 16; j0 < k; j0 += 16) {
             float *f = a->F + i * a->ld + j0;
@@ -356,12 +336,10 @@ BF16_TARGET void gbf_acc_flush(GbfAcc *a, double *G) {
             __m512d hi = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(x), 1)));
             double *g = G + i * k + j0;
             __mmask8 m0 = (__mmask8)(nv >= 8 ? 0xff : (1u << nv) - 1), m1 = (__mmask8)(nv > 8 ? (1u << (nv - 8)) - 1 : 0);
-            __m512d g0 = fresh ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(m0, g);
-            _mm512_mask_storeu_pd(g, m0, _mm512_add_pd(g0, lo));
-            if (m1) _mm512_mask_storeu_pd(g + 8, m1, _mm512_add_pd(fresh ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(m1, g + 8), hi));
+            _mm512_mask_storeu_pd(g, m0, _mm512_add_pd(_mm512_maskz_loadu_pd(m0, g), lo));
+            if (m1) _mm512_mask_storeu_pd(g + 8, m1, _mm512_add_pd(_mm512_maskz_loadu_pd(m1, g + 8), hi));
         }
     a->n = 0;
-    if (fresh) a->fresh = NULL;
 }
 
 double gbf_gamma_acc(size_t k) {

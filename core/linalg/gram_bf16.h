@@ -83,11 +83,7 @@ void gbf_chunk_bf16_ws(GbfWork *w, const uint32_t *P, const uint32_t *PT, size_t
  * 2^-126 per operation: far under gram.c's absolute term). Range: a Gram entry past float's 3e38
  * within GBF_FLUSH chunks comes out non-finite (an error naming the tensor), as one past it within
  * a chunk already did (weights near 2^59; FP8 codes are at most 448). One accumulator per G: call
- * gbf_acc_flush(a, G) before G is read, gbf_acc_clear(a) to drop what a failed G left. A G that
- * starts at zero need not be zeroed: gbf_acc_begin(a, G) takes its entries as zeros without reading
- * them (the first flush writes G = 0 + F, a chunk sent to G directly zeroes it first), and
- * gbf_acc_end(a, G, k) flushes and zeroes a G no chunk reached -- the same bits as memset, then
- * gbf_acc_flush, without the k^2 stores and loads (2 % of a sweep). */
+ * gbf_acc_flush(a, G) before G is read, gbf_acc_clear(a) to drop what a failed G left. */
 #define GBF_FLUSH 8
 typedef struct GbfAcc GbfAcc;
 GbfAcc *gbf_acc_new(size_t kmax);
@@ -96,8 +92,6 @@ void gbf_chunk_bf16_acc(GbfWork *w, GbfAcc *a, const uint32_t *P, const uint32_t
                         const float *s, double *G);
 void gbf_acc_flush(GbfAcc *a, double *G);
 void gbf_acc_clear(GbfAcc *a);
-void gbf_acc_begin(GbfAcc *a, double *G);
-void gbf_acc_end(GbfAcc *a, double *G, size_t k);
 double gbf_gamma_acc(size_t k);
 /* np pair rows rounded up to whole AMX steps (16). */
 static inline size_t gbf_npad(size_t np) { return (np + 15) / 16 * 16; }
