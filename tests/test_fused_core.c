@@ -3,7 +3,9 @@
  * to 2^12 apart) and an indefinite G: every entry on and below the diagonal within the
  * componentwise bound of the two dtrmm it replaces, (2 gamma_k + gamma_k^2) (|L|ᵀ|G||L|)_ij, and
  * no further from OpenBLAS's two dtrmm than twice that; the shapes it refuses (k not a multiple of
- * 32) refused. */
+ * 32) refused. fused_core_cholesky on the same shapes: L Lᵀ within gamma_{k+2} (|L||Lᵀ|)_ij of A
+ * in long double (the bound farr.c's fast_fused_err carries), zeros above the diagonal, L within
+ * 1e-12 l_jj of dpotrf's on the well-conditioned ones; an indefinite, a singular and a NaN matrix refused. */
 #include "testutil.h"
 #include "fused_core.h"
 
@@ -57,6 +59,48 @@ static double core_case(size_t k, double grade, bool indefinite, int *far) {
     return worst;
 }
 
+/* The largest entry of L Lᵀ - A (long double) over gamma_{k+2} (|L||Lᵀ|)_ij for A from random_gram
+ * (grade as there); *upper: nonzeros above the diagonal; *lapack: max |L - dpotrf's L| / l_jj. */
+static double chol_case(size_t k, double grade, int *upper, double *lapack) {
+    double *A = malloc(k * k * sizeof(double)), *L = malloc(k * k * sizeof(double)), *R = malloc(k * k * sizeof(double));
+    random_gram(k, grade, 0, A);
+    memcpy(L, A, k * k * sizeof(double));
+    memcpy(R, A, k * k * sizeof(double));
+    bool ok = fused_core_cholesky(L, k);
+    CHECK(ok, "k %zu: a positive definite Gram refused", k);
+    LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (int)k, R, (int)k);
+    double u = 0x1p-53, g = (double)(k + 2) * u / (1 - (double)(k + 2) * u), worst = 0;
+    *upper = 0;
+    *lapack = 0;
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < k; i++) {
+            if (i < j) { *upper += L[j * k + i] != 0; continue; }
+            long double e = -(long double)A[j * k + i], s = 0;
+            for (size_t p = 0; p <= j; p++) {
+                e += (long double)L[p * k + i] * L[p * k + j];
+                s += fabsl((long double)L[p * k + i] * L[p * k + j]);
+            }
+            worst = fmax(worst, (double)(fabsl(e) / (g * s + 1e-300)));
+            *lapack = fmax(*lapack, fabs(L[j * k + i] - R[j * k + i]) / fabs(R[j * k + j]));
+        }
+    free(A); free(L); free(R);
+    return worst;
+}
+
+/* fused_core_cholesky's refusals: an indefinite Gram, a singular one (a zero row and column), a NaN. */
+static void chol_refusals(size_t k) {
+    double *A = malloc(k * k * sizeof(double));
+    random_gram(k, 1.0, -4.0 * (double)k, A);
+    CHECK(!fused_core_cholesky(A, k), "k %zu: an indefinite matrix factored", k);
+    random_gram(k, 1.0, 0, A);
+    for (size_t i = 0; i < k; i++) A[(k / 2) * k + i] = A[i * k + k / 2] = 0;
+    CHECK(!fused_core_cholesky(A, k), "k %zu: a singular matrix factored", k);
+    random_gram(k, 1.0, 0, A);
+    A[3 * k + k - 1] = NAN;                       /* below the diagonal, column 3 */
+    CHECK(!fused_core_cholesky(A, k), "k %zu: a NaN below the diagonal passed", k);
+    free(A);
+}
+
 int main(void) {
     if (!fused_core_fits(128)) {
         printf("note: no AVX-512 on this CPU: fused_core_lower is not run (farr.c takes the two dtrmm)\n");
@@ -78,5 +122,20 @@ int main(void) {
             }
     CHECK(worst > 0, "fused_core_lower: no rounding at all (did it run?)");
     printf("fused_core_lower: worst entry %.3g of its componentwise bound\n", worst);
+    double cworst = 0, lworst = 0;
+    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++)
+        for (int g = 0; g < 2; g++) {
+            int upper = 0;
+            double lap = 0, w = chol_case(ks[c], g ? 0x1p12 : 1.0, &upper, &lap);
+            CHECK(w <= 1, "k %zu%s: an entry of L Lᵀ - A %.3g of gamma_{k+2} |L||Lᵀ|", ks[c], g ? " graded" : "", w);
+            CHECK(upper == 0, "k %zu%s: %d nonzeros above the diagonal", ks[c], g ? " graded" : "", upper);
+            /* forward error: ungraded A is well conditioned (graded: columns 2^24 apart, only backward) */
+            if (!g) CHECK(lap < 1e-12, "k %zu: L %.3g (of l_jj) from dpotrf's", ks[c], lap);
+            cworst = fmax(cworst, w);
+            if (!g) lworst = fmax(lworst, lap);
+        }
+    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) chol_refusals(ks[c]);
+    CHECK(cworst > 0, "fused_core_cholesky: no rounding at all (did it run?)");
+    printf("fused_core_cholesky: worst entry %.3g of gamma_{k+2} |L||Lᵀ|; %.3g of l_jj from dpotrf's L (ungraded)\n", cworst, lworst);
     return check_done();
 }

@@ -183,6 +183,7 @@ BF16_TARGET static void amx_prepare(const uint32_t *P, size_t np, size_t ld, siz
  * tdpbf16ps chains hide the instruction's latency. */
 AMX_TARGET static inline void amx_block(const uint32_t *P, const uint32_t *PT, const uint32_t *Bz, size_t np,
                                         size_t ld, size_t npad, size_t i2, size_t j2, float *C) {
+    bool diag = i2 == j2;    /* its lower-left tile lies below G's diagonal: not computed (C + 512 left alone) */
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     for (size_t q = 0; q < npad / 16; q++) {
         const uint32_t *b = (q + 1) * 16 <= np ? P + q * 16 * ld : Bz;
@@ -192,37 +193,38 @@ AMX_TARGET static inline void amx_block(const uint32_t *P, const uint32_t *PT, c
         _tile_loadd(7, b + 32 * j2 + 16, (long)(ld * 4));
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
+        if (!diag) _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
     _tile_stored(0, C, 64);
     _tile_stored(1, C + 256, 64);
-    _tile_stored(2, C + 512, 64);
+    if (!diag) _tile_stored(2, C + 512, 64);
     _tile_stored(3, C + 768, 64);
 }
 
 /* The float accumulator of gbf_chunk_bf16_acc: F (ld x ld floats, row-major; the upper block
- * triangle of 16 x 16 tiles used) holds n chunks of a G of k columns not yet added to it. */
+ * triangle of 16 x 16 tiles used) holds n chunks of a G of k columns not yet added to it; with n 0
+ * F is garbage, and the next chunk writes it instead of adding to it. */
 struct GbfAcc {
     float *F;
     size_t kmax, ld;         /* the widest k it holds; F's leading dim gbf_ld(kmax) */
     size_t k;                /* the k of its pending chunks */
-    unsigned n;              /* pending chunks (0: F is zero) */
+    unsigned n;              /* pending chunks (0: F holds nothing) */
 };
 
 /* One 16 x 16 accumulator tile C (row-major) at rows i0.., columns j0.. of G into the float
  * accumulator F (leading dim ld): F_ij += fl(s_i s_j) C_ij with one rounding (a fused
- * multiply-add), or F_ij += C_ij without scales. Columns past k: C is zero there (P's padding),
- * and the masked scales make the product zero. */
+ * multiply-add), or F_ij += C_ij without scales; first: F_ij = 0 + the same (the F it replaces is
+ * not read). Columns past k: C is zero there (P's padding), and the masked scales make the product
+ * zero. */
 AMX_TARGET static inline void acc_tile16(const float *C, size_t i0, size_t j0, size_t k, const float *s, float *F,
-                                         size_t ld) {
+                                         size_t ld, bool first) {
     size_t nv = k - j0 < 16 ? k - j0 : 16;
     __m512 sv = s ? _mm512_maskz_loadu_ps((__mmask16)((1u << nv) - 1), s + j0) : _mm512_set1_ps(1.0f);
     for (size_t a = 0; a < 16 && i0 + a < k; a++) {
         float *f = F + (i0 + a) * ld + j0;
-        __m512 c = _mm512_load_ps(C + 16 * a);
-        __m512 x = s ? _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s[i0 + a]), sv), c, _mm512_load_ps(f))
-                     : _mm512_add_ps(c, _mm512_load_ps(f));
+        __m512 c = _mm512_load_ps(C + 16 * a), y = first ? _mm512_setzero_ps() : _mm512_load_ps(f);
+        __m512 x = s ? _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s[i0 + a]), sv), c, y) : _mm512_add_ps(c, y);
         _mm512_store_ps(f, x);
     }
 }
@@ -235,7 +237,7 @@ AMX_TARGET static void amx_epilogue(const float *C, size_t i2, size_t j2, size_t
         size_t i0 = 32 * i2 + 16 * (q >> 1), j0 = 32 * j2 + 16 * (q & 1);
         if (j0 + 16 <= i0 || j0 >= k) continue;         /* below the diagonal, or padding */
         if (acc) {
-            acc_tile16(C + 256 * q, i0, j0, k, s, acc->F, acc->ld);
+            acc_tile16(C + 256 * q, i0, j0, k, s, acc->F, acc->ld, acc->n == 0);
             continue;
         }
         for (size_t a = 0; a < 16 && i0 + a < k; a++) add_row16(_mm512_load_ps(C + 256 * q + 16 * a), i0 + a, j0, k, s, G);
@@ -290,9 +292,7 @@ void gbf_acc_free(GbfAcc *a) {
 }
 
 void gbf_acc_clear(GbfAcc *a) {
-    if (!a || !a->n) return;
-    memset(a->F, 0, a->ld * a->ld * sizeof(float));
-    a->n = 0;
+    if (a) a->n = 0;
 }
 
 /* Scales whose float products s_i s_j stay normal and whose products with a chunk of FP8 codes
@@ -323,7 +323,7 @@ void gbf_chunk_bf16_acc(GbfWork *w, GbfAcc *a, const uint32_t *P, const uint32_t
 }
 
 /* G's upper block triangle += F's in double (16 floats widened at a time, columns past k left
- * alone), F zeroed behind it. */
+ * alone). F then holds nothing (n 0: the next chunk writes it, so it is not zeroed here). */
 BF16_TARGET void gbf_acc_flush(GbfAcc *a, double *G) {
     if (!a || !a->n) return;
     size_t k = a->k;
@@ -338,7 +338,6 @@ BF16_TARGET void gbf_acc_flush(GbfAcc *a, double *G) {
             __mmask8 m0 = (__mmask8)(nv >= 8 ? 0xff : (1u << nv) - 1), m1 = (__mmask8)(nv > 8 ? (1u << (nv - 8)) - 1 : 0);
             _mm512_mask_storeu_pd(g, m0, _mm512_add_pd(_mm512_maskz_loadu_pd(m0, g), lo));
             if (m1) _mm512_mask_storeu_pd(g + 8, m1, _mm512_add_pd(_mm512_maskz_loadu_pd(m1, g + 8), hi));
-            _mm512_store_ps(f, _mm512_setzero_ps());
         }
     a->n = 0;
 }
