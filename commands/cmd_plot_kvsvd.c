@@ -183,10 +183,11 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
     char title[256], sub[512], auto_name[256];
     snprintf(title, sizeof title, "%s: attention output error against key/query unbalance", s->cur->name);
     if (spec.by_eps)
-        snprintf(sub, sizeof sub, "keys x beta, queries / beta; ranks from eps %g; mean over %d layers; on %s", spec.eps,
-                 nl, on);
+        snprintf(sub, sizeof sub, "keys x beta, queries / beta; ranks from eps %g; mean over %d layer%s; on %s", spec.eps,
+                 nl, al_s(nl), on);
     else
-        snprintf(sub, sizeof sub, "keys x beta, queries / beta; rank %d; mean over %d layers; on %s", spec.rank, nl, on);
+        snprintf(sub, sizeof sub, "keys x beta, queries / beta; rank %d; mean over %d layer%s; on %s", spec.rank, nl,
+                 al_s(nl), on);
     snprintf(auto_name, sizeof auto_name, "%s-kvsvd-unbalance", s->cur->name);
     PlotLabels lab = {.title = title, .subtitle = sub, .xlabel = "unbalance factor beta",
                       .ylabel = "out_err = ||Y - Y'|| / ||Y|| (mean over layers)", .logy = args_flag(a, "log")};

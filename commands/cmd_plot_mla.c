@@ -94,7 +94,7 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     PlotKeyNorms v[3] = {{"original", k->orig_re, k->orig_im}, {"RoRoPE", k->rot_re, k->rot_im},
                          {l3, k->fold_re, k->fold_im}};
     snprintf(title, sizeof title, "%s layer %d: key norm per dimension", m->name, layer);
-    snprintf(sub, sizeof sub, "%d KV heads x %zu pairs, %s; RoPE layout %s", m->cfg.n_kv_heads, k->pairs_per_head,
+    snprintf(sub, sizeof sub, "%d KV head%s x %zu pairs, %s; RoPE layout %s", m->cfg.n_kv_heads, al_s(m->cfg.n_kv_heads), k->pairs_per_head,
              u.source, rope_layout_name(m->cfg.rope));
     ws_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-key-norms-L%d-M%d", m->name, layer, M);
@@ -176,7 +176,8 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     }
     char title[256], sub[1024], auto_name[256];
     snprintf(title, sizeof title, "%s layer %d: key energy kept in the RoPE dims", m->name, layer);
-    snprintf(sub, sizeof sub, "merged key of %d KV heads x %d dims, %s", m->cfg.n_kv_heads, 2 * d2, u.source);
+    snprintf(sub, sizeof sub, "merged key of %d KV head%s x %d dims, %s", m->cfg.n_kv_heads, al_s(m->cfg.n_kv_heads), 2 * d2,
+             u.source);
     ws_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-rope-energy-L%d", m->name, layer);
     PlotDest d;
@@ -492,7 +493,7 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
                       {.label = "values (unchanged)", .x = x + nk, .y = before + nk, .n = nv, .fixed_color = true, .slot = 0}};
     snprintf(title, sizeof title, "%s layer %d: key and value norms before and after KV balancing", m->name, layer);
     snprintf(sub, sizeof sub, "dims 0-%zu: NoPE keys (RoRoPE + %dD FreqFold, RoPE kept on %d dims); dims %zu-%zu: values "
-             "of %d KV heads x %d; %s", nk - 1, M, T->d / M, nk, nJ - 1, T->G, T->dv, u.source);
+             "of %d KV head%s x %d; %s", nk - 1, M, T->d / M, nk, nJ - 1, T->G, al_s(T->G), T->dv, u.source);
     ws_tmla_stats_release(&u);
     tmla_layer_free(T);
     free(C_J);
