@@ -289,6 +289,13 @@ static void test_ppl_pair(const char *tmp) {
     CHECK(fwd_layer_major_refusal(f) != NULL, "a residual hook refuses layer-major");
     check_pair(f, ov, 2, 1e-2, ids, 111, 25, "window-major fallback");
     fwd_set_resid(f, 0, NULL, NULL);
+    Forward *g = NULL;                                   /* the fallback on a fresh pass: no input caches yet */
+    CHECK_OK(fwd_new(m, NULL, &g));
+    if (g) {
+        fwd_set_resid(g, 0, resid_noop, NULL);
+        check_pair(g, ov, 2, 1e-2, ids, 111, 25, "window-major fallback, fresh pass");
+        fwd_free(g);
+    }
     FwdPpl b, a;
     CHECK_ERR(fwd_ppl_pair(f, (const AttnLayer *const *)ov, 0, ids, 111, 1, &b, &a), "at least 2 tokens");
     CHECK(isnan(b.nll) && isnan(a.nll), "an error leaves NaN");

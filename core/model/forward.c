@@ -2493,7 +2493,8 @@ int fwd_ppl_pair(Forward *f, const AttnLayer *const *after, double eps_after, co
     }
     if (rc == AL_OK && fwd_layer_major_refusal(f)) {     /* window-major: two passes, one after the other */
         rc = fwd_ppl(f, ids, n, seqlen, before);
-        for (int L = 0; rc == AL_OK && L < NL; L++) f->over[L] = pp.after[L];
+        for (int L = 0; rc == AL_OK && L < NL; L++)        /* fwd_set_attn: their input caches, now the pass has one */
+            if (after[L]) rc = fwd_set_attn(f, L, pp.after[L]);
         f->norm_eps = pp.eps[1];
         if (rc == AL_OK) rc = fwd_ppl(f, ids, n, seqlen, out_after);
         f->norm_eps = pp.eps[0];
