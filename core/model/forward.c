@@ -2143,13 +2143,24 @@ static int logits_rows(Forward *f, const float *h, size_t n, float *out) {
  * and spinning) than they give: such models run with one BLAS thread (heads still use pool_run). */
 #define SMALL_HIDDEN 512
 
+/* The BLAS thread count of the model's size for a pass: one below SMALL_HIDDEN. Returns the count to give back to
+ * blas_threads_end (0: unchanged). */
+static int blas_threads_begin(const Forward *f) {
+    int saved = openblas_get_num_threads();
+    if (f->D >= SMALL_HIDDEN || saved <= 1) return 0;
+    openblas_set_num_threads(1);
+    return saved;
+}
+
+static void blas_threads_end(int saved) {
+    if (saved) openblas_set_num_threads(saved);
+}
+
 /* body() with the BLAS thread count of the model's size. */
 static int body_threads(Forward *f, const int *tokens, size_t T) {
-    int saved = openblas_get_num_threads();
-    bool small = f->D < SMALL_HIDDEN && saved > 1;
-    if (small) openblas_set_num_threads(1);
+    int saved = blas_threads_begin(f);
     int rc = body(f, tokens, T);
-    if (small) openblas_set_num_threads(saved);
+    blas_threads_end(saved);
     return rc;
 }
 
@@ -2277,19 +2288,23 @@ int fwd_run_hooked_layers(Forward *f, const FwdHooks *h, const int *tokens, size
     return fwd_run_hooked_route(f, h, tokens, nseq, seqlen, group_bytes, !fwd_layer_major_refusal(f));
 }
 
+/* Windows in a layer-major group: as many whole windows of win bytes as the budget holds (0: FWD_GROUP_BYTES), at
+ * most the group's tokens (fwd_set_group_tokens) in windows of seqlen, at least one. */
+static size_t group_windows(const Forward *f, size_t win, size_t budget, size_t seqlen) {
+    size_t per = (budget ? budget : FWD_GROUP_BYTES) / win;
+    size_t cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
+    per = per < cap ? per : cap;
+    return per ? per : 1;
+}
+
 int fwd_run_hooked_route(Forward *f, const FwdHooks *h, const int *tokens, size_t nseq, size_t seqlen,
                          size_t group_bytes, bool layer_major) {
     if (!layer_major || nseq == 0 || seqlen == 0) return fwd_run_hooked(f, h, tokens, nseq, seqlen);
-    size_t win = seqlen * f->D * sizeof(float), budget = group_bytes ? group_bytes : FWD_GROUP_BYTES;
-    size_t per = budget / win, cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
-    per = per < cap ? per : cap;
-    per = per ? per : 1;
+    size_t per = group_windows(f, seqlen * f->D * sizeof(float), group_bytes, seqlen);
     fwd_set_hooks(f, h);
-    int saved = openblas_get_num_threads();          /* body_threads' rule */
-    bool small = f->D < SMALL_HIDDEN && saved > 1;
-    if (small) openblas_set_num_threads(1);
+    int saved = blas_threads_begin(f);
     int rc = groups_run(f, tokens, nseq, seqlen, per, h && h->whole_seqs);
-    if (small) openblas_set_num_threads(saved);
+    blas_threads_end(saved);
     al_progress(NULL, 0, 0);
     fwd_set_hooks(f, NULL);
     fwd_reset(f);
@@ -2449,10 +2464,8 @@ static int pair_group(Forward *f, PplPair *pp, const PairGroup *g) {
 /* The windows of ids (fwd_ppl's: seqlen tokens, the last shorter, one of a single token dropped) in groups of at
  * most the layer-major budget's windows, the shorter last one in the last group: one read of the weights a group. */
 static int pair_windows(Forward *f, PplPair *pp, const int *ids, size_t n, size_t seqlen) {
-    size_t nwin = n / seqlen + (n % seqlen >= 2), win = 2 * seqlen * f->D * sizeof(float);
-    size_t per = FWD_GROUP_BYTES / win, cap = (f->group_tokens ? f->group_tokens : FWD_GROUP_TOKENS) / seqlen;
-    per = per < cap ? per : cap;
-    per = per ? per : 1;
+    size_t nwin = n / seqlen + (n % seqlen >= 2);
+    size_t per = group_windows(f, 2 * seqlen * f->D * sizeof(float), 0, seqlen);   /* both streams a window */
     per = per > nwin ? nwin : per;
     float *X = al_malloc3(2 * per, seqlen * f->D, sizeof(float), "the hidden states of before and after");
     if (!X) return AL_ERR;
@@ -2499,11 +2512,9 @@ int fwd_ppl_pair(Forward *f, const AttnLayer *const *after, double eps_after, co
         if (rc == AL_OK) rc = fwd_ppl(f, ids, n, seqlen, out_after);
         f->norm_eps = pp.eps[0];
     } else if (rc == AL_OK) {
-        int saved = openblas_get_num_threads();          /* body_threads' rule */
-        bool small = f->D < SMALL_HIDDEN && saved > 1;
-        if (small) openblas_set_num_threads(1);
+        int saved = blas_threads_begin(f);
         rc = pair_windows(f, &pp, ids, n, seqlen);
-        if (small) openblas_set_num_threads(saved);
+        blas_threads_end(saved);
         before->tokens = out_after->tokens = pp.tokens;
         before->windows = out_after->windows = pp.windows;
         if (pp.tokens) {
