@@ -103,8 +103,8 @@ int ws_check_take_session(Session *s, Model *src, bool with_mu, int lo, int hi, 
     bool ok;
     *why = "the session has no calibration of the source with attention inputs";
     if (ws_check_session_stats(s, src, with_mu, lo, hi, &now, &ok)) return AL_ERR;
-    if (ok && ci_digest(now.n_layers, now.hidden, (const double *const *)now.sigma, (const double *const *)now.mu) ==
-                  ci->digest) {
+    if (ok && ci_digest_kind_of(ci->digest_kind, now.n_layers, now.hidden, (const double *const *)now.sigma,
+                                (const double *const *)now.mu) == ci->digest) {
         ci->sigma = now.sigma;
         ci->mu = now.mu;
         ci->n_layers = now.n_layers;

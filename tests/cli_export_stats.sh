@@ -40,4 +40,46 @@ ok "at 166400 bytes (5 x (64² + 64) x 8): the statistics in the folder" test -f
 ATTNLAB_CI_MAX_BYTES=166399 run -e "$P; export under"
 ok "at 166399: the digest alone, over the size" grep -q "not the statistics (over the size kept in the folder)" out.txt
 ok "  no file" test ! -e under/check_inputs.safetensors
+# ---- exports written before "digest_kind" (their digest byte-wise FNV-1a, no key): still checked
+# as they were. Made here from `kept`: the digest recomputed byte-wise by this script, the key removed.
+cat > olddigest.py <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+raw = open(d + "/check_inputs.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+def t(name):
+    e = hdr.get(name)
+    return None if e is None else raw[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
+h = 14695981039346656037
+def fnv(h, b):
+    for x in b:
+        h = ((h ^ x) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+man = json.load(open(d + "/attnlab_manifest.json"))
+ci = man["check_inputs"]
+for l in range(ci["layers"]):
+    s = t("layers.%d.sigma" % l)
+    if s is None: continue
+    h = fnv(h, struct.pack("<i", l)); h = fnv(h, s)
+    m = t("layers.%d.mu" % l)
+    if m is not None: h = fnv(h, m)
+print("%016x" % h)
+for path in sys.argv[2:]:
+    m = json.load(open(path + "/attnlab_manifest.json"))
+    m["check_inputs"].pop("digest_kind", None)
+    m["check_inputs"]["digest"] = "%016x" % h
+    json.dump(m, open(path + "/attnlab_manifest.json", "w"), indent=1)
+PY
+ok "the manifest names its digest's kind" grep -q '"digest_kind":[[:space:]]*"fnv1a64-words8"' kept/attnlab_manifest.json
+cp -r kept oldkept && cp -r over oldover
+python3 olddigest.py kept oldkept oldover > oldhex.txt 2> py.err
+ok "an old-style digest made ($(cat oldhex.txt))" test -s oldhex.txt
+run -e "check oldkept to oldkept.csv"
+ok "an older export keeping its statistics: checked from its folder" grep -q "digest $(cat oldhex.txt), from the export folder" out.txt
+ok "  no digest complaint" hasnt "$(cat out.txt err.txt)" "does not hold the statistics"
+ok "  its table: the kept export's" cmp -s kept.csv oldkept.csv
+ATTNLAB_CI_MAX_BYTES=1000 run -e "$P; check oldover to oldover.csv"
+ok "an older export with the digest alone: the session's statistics found by it" grep -q "from the session's calibration of the source" out.txt
+ok "  its table: the kept export's" cmp -s kept.csv oldover.csv
 cli_done

@@ -3,12 +3,14 @@
  * with their digest, a damaged file or a missing one is said, and TPA's check on the recorded
  * inputs (seed + layer, the calibration's second moment) gives its report's errors exactly --
  * in the session and from the export folder. */
+#include "al.h"
 #include "check.h"
 #include "testutil.h"
 #include "check_inputs.h"
 #include "synth.h"
 #include "tpa.h"
 
+#include <math.h>
 #include <unistd.h>
 
 /* Per-layer SPD second moments (D x D): diag(1 + 0.1 l + 0.01 i) + a rank-one term. */
@@ -28,6 +30,20 @@ static void free_sigma(double **s, int L) {
     free(s);
 }
 
+/* ci written as an export writes it: dir/m.json's "check_inputs" (and CI_FILE when it fits); *kind: the
+ * manifest's digest_kind ("" without). */
+static void write_record(const char *dir, const CheckInputs *ci, char *kind, size_t cap) {
+    CkptWriter *w = NULL;
+    CHECK_OK(ckpt_begin(dir, &(CkptOpts){0}, &w));
+    cJSON *man = cJSON_CreateObject();
+    if (w) CHECK_OK(ci_write(w, man, ci));
+    const cJSON *dk = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "check_inputs"), "digest_kind");
+    if (kind) snprintf(kind, cap, "%s", cJSON_IsString(dk) ? dk->valuestring : "");
+    if (w) CHECK_OK(ckpt_write_json(w, "m.json", man));
+    if (w) CHECK_OK(ckpt_commit(w, NULL));
+    cJSON_Delete(man);
+}
+
 /* The record round-trips; a damaged file and a record without the statistics are said. */
 static void test_record(const char *tmp) {
     int L = 3, D = 8;
@@ -42,13 +58,7 @@ static void test_record(const char *tmp) {
     sg[1][3] -= 1e-12;
     char dir[4200], bad[4300];
     snprintf(dir, sizeof dir, "%s/record", tmp);
-    CkptWriter *w = NULL;
-    CHECK_OK(ckpt_begin(dir, &(CkptOpts){0}, &w));
-    cJSON *man = cJSON_CreateObject();
-    if (w) CHECK_OK(ci_write(w, man, &ci));
-    if (w) CHECK_OK(ckpt_write_json(w, "m.json", man));
-    if (w) CHECK_OK(ckpt_commit(w, NULL));
-    cJSON_Delete(man);
+    write_record(dir, &ci, NULL, 0);
     CheckInputs back;
     bool found = false;
     CHECK_OK(ci_read_dir(dir, "m.json", &back, &found));
@@ -67,12 +77,7 @@ static void test_record(const char *tmp) {
     /* statistics not at hand at export: the record keeps the digest, no file */
     snprintf(dir, sizeof dir, "%s/record2", tmp);
     ci.sigma = NULL;
-    CHECK_OK(ckpt_begin(dir, &(CkptOpts){0}, &w));
-    man = cJSON_CreateObject();
-    if (w) CHECK_OK(ci_write(w, man, &ci));
-    if (w) CHECK_OK(ckpt_write_json(w, "m.json", man));
-    if (w) CHECK_OK(ckpt_commit(w, NULL));
-    cJSON_Delete(man);
+    write_record(dir, &ci, NULL, 0);
     CHECK_OK(ci_read_dir(dir, "m.json", &back, &found));
     CHECK(found && back.stats && !back.sigma && back.digest == ci.digest && !back.from_file, "digest without the file");
     snprintf(bad, sizeof bad, "%s/%s", dir, CI_FILE);
@@ -84,6 +89,87 @@ static void test_record(const char *tmp) {
     CHECK_OK(ci_read(dir, old, &back, &found));
     CHECK(!found && !back.stats && !back.sigma, "no check_inputs: not found");
     cJSON_Delete(old);
+    free_sigma(sg, L);
+}
+
+/* Byte-wise FNV-1a 64 written out here: the digest every export before "digest_kind" recorded. */
+static uint64_t fnv_bytes_ref(int L, int D, double **sg) {
+    uint64_t h = 14695981039346656037ULL;
+    for (int l = 0; l < L; l++) {
+        const unsigned char *b = (const unsigned char *)&l;
+        for (size_t i = 0; i < sizeof l; i++) { h ^= b[i]; h *= 1099511628211ULL; }
+        b = (const unsigned char *)sg[l];
+        for (size_t i = 0; i < (size_t)D * D * sizeof(double); i++) { h ^= b[i]; h *= 1099511628211ULL; }
+    }
+    return h;
+}
+
+/* dir/m.json's check_inputs with digest_kind set to kind (NULL: removed) and digest to hex (NULL: kept). */
+static void edit_manifest(const char *dir, const char *kind, const char *hex) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/m.json", dir);
+    char *text = al_read_file_max(path, NULL, 1 << 20, "manifest");
+    cJSON *root = text ? cJSON_Parse(text) : NULL, *o = cJSON_GetObjectItemCaseSensitive(root, "check_inputs");
+    if (o) {
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "digest_kind");
+        if (kind) cJSON_AddStringToObject(o, "digest_kind", kind);
+        if (hex) cJSON_ReplaceItemInObjectCaseSensitive(o, "digest", cJSON_CreateString(hex));
+    }
+    char *out = root ? cJSON_Print(root) : NULL;
+    FILE *f = out ? fopen(path, "w") : NULL;
+    if (f) { fputs(out, f); fclose(f); }
+    CHECK(f != NULL, "manifest %s rewritten", path);
+    free(out);
+    cJSON_Delete(root);
+    free(text);
+}
+
+/* The digest's two kinds: attnlab writes the word-wise one and names it; an export written before the
+ * key (its digest byte-wise, no digest_kind) still reads and checks its statistics; a kind named wrong
+ * or unknown is said. */
+static void test_digest_kinds(const char *tmp) {
+    int L = 3, D = 7;                           /* 49 words a layer: a tail past the 8 chains */
+    double **sg = make_sigma(L, D);
+    uint64_t words = ci_digest(L, D, (const double *const *)sg, NULL);
+    uint64_t bytes = ci_digest_kind_of(CI_DIGEST_BYTES, L, D, (const double *const *)sg, NULL);
+    CHECK(bytes == fnv_bytes_ref(L, D, sg), "the byte-wise kind is the old digest: %llx", (unsigned long long)bytes);
+    CHECK(words != bytes && words != 0, "two kinds, two values");
+    double keep = sg[2][48];
+    sg[2][48] = nextafter(keep, 2);             /* the last word, in the tail */
+    CHECK(ci_digest(L, D, (const double *const *)sg, NULL) != words, "the tail's word changes the digest");
+    sg[2][48] = keep;
+    double a = sg[1][3], b = sg[1][4];          /* two words in neighbouring chains swapped */
+    sg[1][3] = b, sg[1][4] = a;
+    CHECK(ci_digest(L, D, (const double *const *)sg, NULL) != words, "a swap across chains changes the digest");
+    sg[1][3] = a, sg[1][4] = b;
+    uint64_t h = 0;
+    for (int l = 0; l < L; l++) h = ci_digest_layer(h, l, D, sg[l], NULL);
+    CHECK(h == words, "layer by layer is ci_digest");
+
+    char dir[4200], hex[32];
+    snprintf(dir, sizeof dir, "%s/kinds", tmp);
+    CheckInputs ci = {.seed = 5, .tokens = 8, .stats = true, .n_layers = L, .hidden = D, .sigma = sg, .digest = words};
+    char kind[64];
+    write_record(dir, &ci, kind, sizeof kind);
+    CHECK(!strcmp(kind, "fnv1a64-words8"), "the manifest names the kind: %s", kind);
+    CheckInputs back;
+    bool found = false;
+    CHECK_OK(ci_read_dir(dir, "m.json", &back, &found));
+    CHECK(found && back.from_file && back.digest_kind == CI_DIGEST_WORDS, "the word-wise record read back");
+    ci_free(&back);
+    /* an export from before the key: byte-wise digest, no digest_kind */
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)bytes);
+    edit_manifest(dir, NULL, hex);
+    CHECK_OK(ci_read_dir(dir, "m.json", &back, &found));
+    CHECK(found && back.from_file && back.digest_kind == CI_DIGEST_BYTES && back.digest == bytes,
+          "an older export's statistics check against its byte-wise digest");
+    for (int l = 0; back.sigma && l < L; l++)
+        CHECK(!memcmp(back.sigma[l], sg[l], (size_t)D * D * sizeof(double)), "layer %d bit for bit", l);
+    ci_free(&back);
+    edit_manifest(dir, "fnv1a64-words8", NULL);   /* a byte-wise value under the word-wise name */
+    CHECK_ERR(ci_read_dir(dir, "m.json", &back, &found), "does not hold the statistics its manifest's digest names");
+    edit_manifest(dir, "sha3-256", NULL);
+    CHECK_ERR(ci_read_dir(dir, "m.json", &back, &found), "written by a newer attnlab");
     free_sigma(sg, L);
 }
 
@@ -156,6 +242,7 @@ static void test_tpa(const char *tmp) {
 int main(void) {
     const char *tmp = test_tmpdir();
     test_record(tmp);
+    test_digest_kinds(tmp);
     test_tpa(tmp);
     return check_done();
 }

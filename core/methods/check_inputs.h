@@ -6,7 +6,8 @@
  *
  * An export records them in its manifest as "check_inputs":
  *   {"seed": S, "seed_rule": "same"|"plus_layer", "tokens": T, "layers": L, "hidden": D, "statistics": "none"|
- *    "second_moment"|"second_moment_and_mean", "digest": "<16 hex>", "calibration": "...",
+ *    "second_moment"|"second_moment_and_mean", "digest": "<16 hex>", "digest_kind": "fnv1a64-words8"|"fnv1a64-bytes"
+ *    (absent: bytes, every export before the key), "calibration": "...",
  *    "file": "check_inputs.safetensors" | null, "file_note": "..."}
  * and, when the statistics take at most CI_MAX_BYTES, the statistics themselves in
  * check_inputs.safetensors (F64: layers.L.sigma (hidden, hidden), layers.L.mu (hidden)), so a
@@ -27,6 +28,10 @@
 /* 64 MiB, or $ATTNLAB_CI_MAX_BYTES (tests take a large model's routes on a small one). */
 size_t ci_max_bytes(void);
 
+/* How a digest was formed: FNV-1a 64 over 8 interleaved chains of 64-bit words (what attnlab
+ * writes), or byte-wise FNV-1a 64 (exports written before "digest_kind"; still read and checked). */
+typedef enum { CI_DIGEST_WORDS = 0, CI_DIGEST_BYTES = 1 } ci_digest_kind;
+
 typedef struct {
     uint64_t seed;            /* the seed of layer 0's draw */
     bool plus_layer;          /* layer l draws with seed + l (TPA); false: every layer with seed (TransMLA) */
@@ -36,13 +41,19 @@ typedef struct {
     double **sigma;           /* NULL, or n_layers entries: E[x xᵀ] (hidden, hidden) or NULL (unit variance) */
     double **mu;              /* NULL, or n_layers entries: E[x] (hidden) or NULL (zero mean) */
     uint64_t digest;          /* of the statistics (ci_digest); 0 without */
+    ci_digest_kind digest_kind; /* how digest was formed (zero: CI_DIGEST_WORDS, ci_digest's) */
     char calib[256];          /* where the statistics came from ("256 tokens of tinystory.txt"), or "" */
     bool from_file;           /* sigma / mu were read from an export folder's CI_FILE */
 } CheckInputs;
 
-/* The digest of per-layer statistics (FNV-1a 64 over each present layer's index and bytes); 0
- * when sigma is NULL. */
+/* The digest of per-layer statistics (each present layer's index, then its values as CI_DIGEST_WORDS
+ * says); 0 when sigma is NULL. */
 uint64_t ci_digest(int n_layers, int hidden, const double *const *sigma, const double *const *mu);
+/* The same formed as `kind` says (an export's recorded digest is compared in its own kind). */
+uint64_t ci_digest_kind_of(ci_digest_kind kind, int n_layers, int hidden, const double *const *sigma,
+                           const double *const *mu);
+uint64_t ci_digest_layer_kind(ci_digest_kind kind, uint64_t h, int l, int hidden, const double *sigma,
+                              const double *mu);
 /* ci_digest one layer at a time: h the previous layer's value (0 before the first layer with a
  * sigma), l the layer; the last call's value is ci_digest's (nothing forms every layer at once). */
 uint64_t ci_digest_layer(uint64_t h, int l, int hidden, const double *sigma, const double *mu);
