@@ -701,6 +701,26 @@ static void test_families(void) {
     }
 }
 
+/* The fusion refusals count their dims in the singular for one: "its 1 NoPE column", "all 1 Q/K dim"
+ * (configs made by hand: no model loads). */
+static void test_fuse_mode_plurals(void) {
+    ModelConfig c = {0};
+    head_part part;
+    bool rot;
+    snprintf(c.model_type, sizeof c.model_type, "toy");
+    c.rope = ROPE_HALF;
+    c.qk_rope_dim = 4;
+    c.qk_nope_dim = 1;
+    CHECK_ERR(farr_fuse_mode(&c, FARR_QK, 3, &part, &rot), "fuses its 1 NoPE column exactly");
+    c.qk_nope_dim = 6;
+    CHECK_ERR(farr_fuse_mode(&c, FARR_QK, 3, &part, &rot), "fuses its 6 NoPE columns exactly");
+    c.qk_nope_dim = 0;
+    c.qk_rope_dim = 1;
+    CHECK_ERR(farr_fuse_mode(&c, FARR_QK, FARR_NO_OFFSET, &part, &rot), "applies RoPE to all 1 Q/K dim, a rotation");
+    c.qk_rope_dim = 8;
+    CHECK_ERR(farr_fuse_mode(&c, FARR_QK, FARR_NO_OFFSET, &part, &rot), "applies RoPE to all 8 Q/K dims, a rotation");
+}
+
 int main(void) {
     tmp_root = test_tmpdir();
     test_seed_accounting();
@@ -715,5 +735,6 @@ int main(void) {
     test_state();
     test_real();
     test_families();
+    test_fuse_mode_plurals();
     return check_done();
 }

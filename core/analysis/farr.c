@@ -66,17 +66,17 @@ int farr_fuse_mode(const ModelConfig *c, farr_kind kind, int offset, head_part *
     }
     if (c->qk_nope_dim > 0) {
         if (offset != FARR_NO_OFFSET)
-            return al_err("this %s model has partial RoPE: qk fuses its %d NoPE columns exactly; an "
-                          "offset is only for full-RoPE families", c->model_type, c->qk_nope_dim);
+            return al_err("this %s model has partial RoPE: qk fuses its %d NoPE column%s exactly; an "
+                          "offset is only for full-RoPE families", c->model_type, c->qk_nope_dim, al_s(c->qk_nope_dim));
         *part = PART_NOPE;                              /* MLA, partial rotary: NoPE columns only */
         return AL_OK;
     }
     if (offset == FARR_NO_OFFSET)
-        return al_err("QK fusion refused: this %s model applies RoPE to all %d Q/K dims, a rotation "
+        return al_err("QK fusion refused: this %s model applies RoPE to all %d Q/K dim%s, a rotation "
                       "that depends on the token position and sits between W_Q and W_K, so W_Q W_K^T "
                       "is not the map the model computes (seed 000, A.3). Add `offset D` to fuse at a "
                       "fixed position offset (RoPE at p=0 on Q, p=D on K) -- analysis only, it cannot "
-                      "be truncated", c->model_type, c->qk_rope_dim);
+                      "be truncated", c->model_type, c->qk_rope_dim, al_s(c->qk_rope_dim));
     if (offset < 0) return al_err("offset must be >= 0 (got %d)", offset);
     *rotate_k = true;
     return AL_OK;
@@ -134,7 +134,7 @@ static int fuse_mode(const Model *m, farr_kind kind, int layer, int offset, head
     int n = rc != AL_OK && kind != FARR_VO ? cfg_nope_layers(c, nope, sizeof nope) : 0;
     if (n) {
         snprintf(msg, sizeof msg, "%s; layer%s %s ha%s no RoPE (no_rope_layers) and fuse%s exactly without one",
-                 al_errmsg(), n > 1 ? "s" : "", nope, n > 1 ? "ve" : "s", n > 1 ? "" : "s");
+                 al_errmsg(), al_s(n), nope, n == 1 ? "s" : "ve", n == 1 ? "s" : "");
         al_err("%s", msg);
     }
     return rc;
@@ -504,7 +504,8 @@ static int stream_shared_task(size_t t, int worker, void *ud) {
     }
     if (rc != AL_OK || !j->fast) return rc;
     if (solve_values(j->ew[worker], nb, A, kk, w, j->f32) != AL_OK)
-        return al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
+        return nb == 1 ? al_err_ctx("layer %d KV head %zu (%s)", j->l->layer, g[0], farr_fused_name(j->l->kind))
+                       : al_err_ctx("layer %d KV heads %zu-%zu (%s)", j->l->layer, g[0], g[nb - 1], farr_fused_name(j->l->kind));
     for (size_t b = 0; b < nb; b++) spectrum_set_eigs(j->shared[g[b]]->s, w[b], k);
     return AL_OK;
 }
@@ -1059,7 +1060,9 @@ static int group_factors(Model *m, farr_kind kind, int layer, int g, head_part p
         float *bv = NULL;
         size_t nb = 0;
         int rc = model_head_bias(m, HK_V, layer, g, &bv, &nb);
-        if (rc == AL_OK && bv && nb != (*S)->cols) rc = al_err("layer %d: V bias of KV head %d has %zu values, not %zu", layer, g, nb, (*S)->cols);
+        if (rc == AL_OK && bv && nb != (*S)->cols)
+            rc = al_err("layer %d: V bias of KV head %d has %zu value%s, not %zu", layer, g, nb, al_s((long long)nb),
+                        (*S)->cols);
         if (rc == AL_OK) rc = append_bias_row(S, bv);
         free(bv);
         if (rc != AL_OK) { mat_free(*S); *S = NULL; return AL_ERR; }

@@ -354,13 +354,17 @@ static int fast_pack(const Tensor2 *t, const GramView *v, size_t t0, size_t n, g
     return AL_OK;
 }
 
-/* The FP8 scale of each of the k indices in the chunk starting at contraction row t0. */
+/* The FP8 scale of each of the k indices in the chunk starting at contraction row t0: one read per
+ * scale block the indices cross (a 128-wide head: one or two), copied along its run. */
 static void chunk_scales(const Tensor2 *t, const GramView *v, size_t t0, float *scale) {
-    size_t k = gram_view_k(v);
-    for (size_t i = 0; i < k; i++) {
+    size_t k = gram_view_k(v), first = v->row_gram ? v->r0 : v->c0;      /* the tensor index of index 0 */
+    for (size_t i = 0, end; i < k; i = end) {
+        end = ((first + i) / DT_FP8_BLOCK + 1) * DT_FP8_BLOCK - first;      /* this block's indices: [i, end) */
+        if (end > k) end = k;
         size_t row = v->row_gram ? v->r0 + i : v->r0 + t0, col = v->row_gram ? v->c0 + t0 : v->c0 + i;
-        memcpy(&scale[i], t->scale + ((row / DT_FP8_BLOCK) * t->scols + col / DT_FP8_BLOCK) * sizeof(float),
-               sizeof(float));
+        float s;
+        memcpy(&s, t->scale + ((row / DT_FP8_BLOCK) * t->scols + col / DT_FP8_BLOCK) * sizeof(float), sizeof s);
+        for (size_t x = i; x < end; x++) scale[x] = s;
     }
 }
 

@@ -463,14 +463,41 @@ BF16_TARGET static inline __attribute__((always_inline)) void transpose16(__m512
     }
 }
 
+/* D's 16 x 16 dword block (rows ldd apart) = the transpose of S's (rows lds apart): PT's block from
+ * P's 16 full rows, or P's from PT's. Its 128-bit lanes are gathered by the loads (lane g of z[rr]
+ * for lane q: row 4g + rr's dwords 4q..4q+3), so only the 4 x 4 transposes within lanes are
+ * shuffles: 32 a block against transpose16's 64 (the shuffle port bounds both). */
+BF16_TARGET static inline void transpose16_from(const uint32_t *S, size_t lds, uint32_t *D, size_t ldd) {
+    for (size_t q = 0; q < 4; q++) {
+        __m512i z[4];
+        for (size_t rr = 0; rr < 4; rr++) {
+            const uint32_t *b = S + rr * lds + 4 * q;
+            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b));
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + 4 * lds)), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + 8 * lds)), 2);
+            z[rr] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(b + 12 * lds)), 3);
+        }
+        __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+        __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+        uint32_t *d = D + 4 * q * ldd;
+        _mm512_storeu_si512(d, _mm512_unpacklo_epi64(t0, t2));
+        _mm512_storeu_si512(d + ldd, _mm512_unpackhi_epi64(t0, t2));
+        _mm512_storeu_si512(d + 2 * ldd, _mm512_unpacklo_epi64(t1, t3));
+        _mm512_storeu_si512(d + 3 * ldd, _mm512_unpackhi_epi64(t1, t3));
+    }
+}
+
 BF16_TARGET static void amx_prepare(const uint32_t *P, size_t np, size_t ld, size_t npad, uint32_t *PT, uint32_t *Bz) {
     __m512i r[16];
     for (size_t t0 = 0; t0 < npad; t0 += 16)
         for (size_t i0 = 0; i0 < ld && (PT || t0 + 16 > np); i0 += 16) {
-            for (size_t a = 0; a < 16; a++)
+            if (t0 + 16 <= np) {                  /* 16 full rows: PT's block only */
+                transpose16_from(P + t0 * ld + i0, ld, PT + i0 * npad + t0, npad);
+                continue;
+            }
+            for (size_t a = 0; a < 16; a++)      /* the last, partial rows: Bz too */
                 r[a] = t0 + a < np ? _mm512_loadu_si512(P + (t0 + a) * ld + i0) : _mm512_setzero_si512();
-            if (t0 + 16 > np)
-                for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(Bz + a * ld + i0, r[a]);
+            for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(Bz + a * ld + i0, r[a]);
             if (!PT) continue;
             transpose16(r);
             for (size_t a = 0; a < 16; a++) _mm512_storeu_si512(PT + (i0 + a) * npad + t0, r[a]);
@@ -494,6 +521,10 @@ BF16_TARGET void gbf_pack_rows_t(const uint8_t *src, size_t stride, size_t k, si
                 r[a] = i0 + a < k && nv ? load_words(src + (i0 + a) * stride + 2 * t0 * es, nv, fp8) : _mm512_setzero_si512();
             for (size_t a = 0; PT && a < 16; a++) _mm512_storeu_si512(PT + (i0 + a) * npad + t0, r[a]);
             if (!nt) continue;
+            if (PT && nt == 16) {                 /* P's block from the PT block just stored (in L1) */
+                transpose16_from(PT + i0 * npad + t0, npad, P + t0 * ld + i0, ld);
+                continue;
+            }
             transpose16(r);
             for (size_t t = 0; t < nt; t++) _mm512_storeu_si512(P + (t0 + t) * ld + i0, r[t]);
         }
