@@ -5,7 +5,10 @@
  * (symeig_values_f32_ws) against dsyevd within symeig_bound_f32 on random, graded and
  * Gram-shaped matrices, singly and in lanes; its 16-lane reduction at every lane count 1-20 and n
  * 1-256 on mixed batches (zero, tiny, huge, graded, a NaN or Inf named with its matrix and entry),
- * against the one-by-one reduction and its own portable path. */
+ * against the one-by-one reduction and its own portable path; the float QR (the tridiagonal stage of
+ * symeig_values_f32_ws) on given tridiagonals of eight kinds (Wilkinson-like, graded, clustered, zero
+ * diagonal, tiny, diagonal, split, off-diagonals at the float tolerance) against dsyevd and against
+ * the double QR lanes, and its AVX-512 lanes against its portable ones. */
 #include "testutil.h"
 #include "symeig.h"
 #include "symeig_internal.h"
@@ -510,10 +513,114 @@ static void test_f32_lanes(void) {
     symeig_work_free(ws);
 }
 
+/* ---------------------------------------------------------------- the float QR on given tridiagonals */
+
+/* A tridiagonal n x n matrix of kind (dense, column-major; the reduction passes it through: every
+ * column has one entry below the diagonal): 0 Wilkinson-like (diagonal |i - (n-1)/2|, off 1: pairs
+ * of values close together), 1 graded (diagonal and off 2^-i/4 apart: values over many scales), 2
+ * clustered (1 + 1e-6 noise, off 1e-6), 3 zero diagonal and off 1 (values +-2cos), 4 tiny (random,
+ * 1e-30), 5 already diagonal, 6 split by zero off-diagonals every 7 rows, 7 off-diagonals around
+ * the float tolerance (2^-24 .. 2^-27 of the diagonal's 1). */
+static double *tri_kind(size_t n, int kind) {
+    double *A = calloc(n * n + 1, sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        double d = nrand(), e = nrand(), h = ((double)n - 1) / 2;
+        if (kind == 0) d = fabs((double)i - h), e = 1;
+        if (kind == 1) d = ldexp(1 + 0.1 * d, -(int)i / 4), e = ldexp(0.5 + 0.1 * e, -(int)i / 4);
+        if (kind == 2) d = 1 + 1e-6 * d, e *= 1e-6;
+        if (kind == 3) d = 0, e = 1;
+        if (kind == 4) d *= 1e-30, e *= 1e-30;
+        if (kind == 5) e = 0;
+        if (kind == 6 && i % 7 == 6) e = 0;
+        if (kind == 7) d = 1 + 0.5 * d, e = ldexp(e, -24 - (int)(i % 4));
+        A[i + i * n] = d;
+        if (i + 1 < n) A[i + 1 + i * n] = A[i + (i + 1) * n] = e;
+    }
+    return A;
+}
+
+/* Batches of tridiagonals of every kind (lane counts 1-16, n 1-256 with non-multiples of 16): the
+ * float QR's values within symeig_bound_f32 of dsyevd's; and against the QR in double lanes on the
+ * same T's (the path before it) they differ, but by at most the bound. Returns the worst error. */
+static double test_f32_qr_kinds(SymeigWork *ws) {
+    static const size_t ns[] = {1, 2, 3, 5, 16, 17, 31, 64, 100, 128, 129, 256};
+    double worst = 0, differ = 0;
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        size_t n = ns[t];
+        for (size_t nb = 1; nb <= 16; nb += n > 129 ? 15 : 3) {
+            double *A[16], *w[16], *wd[16];
+            for (size_t b = 0; b < nb; b++) {
+                A[b] = tri_kind(n, (int)((b + t) % 8));
+                w[b] = malloc(n * sizeof(double));
+                wd[b] = malloc(n * sizeof(double));
+            }
+            CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w));
+            worst = fmax(worst, f32_against_ref(A, w, n, nb, "f32 QR on tridiagonals"));
+            symeig_f32_qr_double(true);
+            CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, wd));
+            symeig_f32_qr_double(false);
+            for (size_t b = 0; b < nb; b++) {
+                double sc = max_lower(A[b], n);
+                if (sc > 0) differ = fmax(differ, dist_scaled(w[b], wd[b], n, sc) / fro_scaled(A[b], n, sc));
+                free(A[b]);
+                free(w[b]);
+                free(wd[b]);
+            }
+        }
+    }
+    CHECK(differ > 0x1p-40, "the float QR gave the double QR's values (%.3g apart): not run?", differ);
+    return worst;
+}
+
+/* The float QR's AVX-512 and portable lanes agree to rounding: on batches of 16 tridiagonals of
+ * every kind (the reduction passes them through exactly on both paths) within a quarter of the
+ * bound (each path's rotations round differently -- 1 / r by rsqrt and a Newton step, or by sqrt and a
+ * division --, so the two differ by about their errors against dsyevd: measured worst 0.1 of the
+ * bound). */
+static double test_f32_qr_paths(SymeigWork *ws) {
+    double paths = 0;     /* the worst difference in units of the bound */
+    if (!symeig_uses_avx512()) return paths;
+    static const size_t ns[] = {17, 128};
+    for (size_t t = 0; t < 2; t++) {
+        size_t n = ns[t], nb = 16;
+        double *A[16], *w1[16], *w2[16];
+        for (size_t b = 0; b < nb; b++) {
+            A[b] = tri_kind(n, (int)(b % 8));
+            w1[b] = malloc(n * sizeof(double));
+            w2[b] = malloc(n * sizeof(double));
+        }
+        CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w1));
+        symeig_force_portable(true);
+        CHECK_OK(symeig_values_f32_ws(ws, nb, n, (const double *const *)A, w2));
+        symeig_force_portable(false);
+        for (size_t b = 0; b < nb; b++) {
+            double sc = max_lower(A[b], n), d = dist_scaled(w1[b], w2[b], n, sc);
+            double lim = symeig_bound_f32(n, fro_scaled(A[b], n, sc)) / 4;
+            paths = fmax(paths, d / lim / 4);
+            CHECK(d <= lim, "n %zu matrix %zu: the float QR's AVX-512 and portable lanes differ by %.3g (limit %.3g)", n, b, d, lim);
+            free(A[b]);
+            free(w1[b]);
+            free(w2[b]);
+        }
+    }
+    return paths;
+}
+
+static void test_f32_qr(void) {
+    SymeigWork *ws = symeig_work_new(256);
+    double worst = test_f32_qr_kinds(ws);
+    printf("float QR on tridiagonals (%s): worst ||dw||_2 against dsyevd %.3f n 2^-24 ||A||_F (bound %g (n + 1))\n",
+           symeig_uses_avx512() ? "AVX-512" : "portable", worst, SYMEIG_C);
+    double paths = test_f32_qr_paths(ws);
+    if (paths > 0) printf("float QR: AVX-512 and portable lanes within %.4f of the bound\n", paths);
+    symeig_work_free(ws);
+}
+
 int main(void) {
     test_workspace();
     test_f32();
     test_f32_lanes();
+    test_f32_qr();
     if (symeig_uses_avx512()) {
         run_all("AVX-512");
         test_paths_agree();
@@ -525,6 +632,7 @@ int main(void) {
     run_all("portable");
     test_f32();
     test_f32_lanes();
+    test_f32_qr();
     symeig_force_portable(false);
     return check_done();
 }

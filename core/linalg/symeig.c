@@ -1,7 +1,9 @@
 /* symeig.c -- eigenvalues only, in double, of small symmetric matrices: power-of-two scaling, a
  * fused Householder tridiagonalization (AVX-512 or portable vector C, chosen at run time; in
  * double, or in float for symeig_values_f32_ws -- one body, symeig_tri.inc, for both; in float
- * also 16 matrices at once, one per lane, symeig_lanes.inc), and the tridiagonal stage (implicit QR on 16 matrices at once in vector lanes; dsterf for a lone matrix).
+ * also 16 matrices at once, one per lane, symeig_lanes.inc), and the tridiagonal stage (implicit QR on
+ * 16 matrices at once in vector lanes, symeig_qr.inc: in double, two chains of 8, or for
+ * symeig_values_f32_ws in float, one chain of 16; dsterf for a lone matrix).
  * See symeig.h for the algorithm and the error bound. */
 #define _GNU_SOURCE
 #include "symeig.h"
@@ -22,9 +24,11 @@ typedef double v8d __attribute__((vector_size(64)));
 
 static bool force_portable;
 static int lanes_from;       /* 0: F32_LANES_FROM */
+static bool f32_qr_double;   /* symeig_values_f32_ws's QR in double lanes (the path before the float QR) */
 
 void symeig_force_portable(bool on) { force_portable = on; }
 void symeig_f32_lanes_from(int cnt) { lanes_from = cnt; }
+void symeig_f32_qr_double(bool on) { f32_qr_double = on; }
 
 static bool cpu_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -130,80 +134,32 @@ TGT_512 static void tridiag_lanes_avx512(Lanes *z) { tridiag_body_lanes_avx512(z
 
 /* ================================================================ the tridiagonal stage, 16 at once */
 
-/* Implicit symmetric QR with Wilkinson shifts (Golub and Van Loan, Alg. 8.3.2) on up to 16
- * tridiagonal matrices at once, one per vector lane (two vectors of 8): a[i*LANES + L] and
- * b[i*LANES + L] are lane L's diagonal and subdiagonal (b[(n-1)*LANES + L] = 0). Each lane sweeps its own window [l, m] (an
- * unreduced block at the bottom of what is left); the sweep runs over the union of the windows
- * with the rotation of a lane outside its window set to the identity (exactly: c = 1, s = 0), so
- * there are no branches per step. An off-diagonal at or below tol[L] (u times a bound on ||T||) is
- * set to zero: at the bottom it deflates a[m], in the window it splits it. */
-#define LANES 16                /* two vectors of 8 */
+#define LANES 16                /* two vectors of 8 doubles, or one of 16 floats */
 #define LANE_OF(k) (((k) & 1) * 8 + (k) / 2)   /* matrix k of a group alternates between the two chains */
 #define LANES_MIN 2     /* matrices from which a group's T's are solved in lanes */
 #define SWEEPS_MAX 40   /* per eigenvalue, over the whole group: far above the ~2 seen */
 #define F32_LANES_FROM 9   /* matrices from which a group's float reductions run in lanes (measured) */
 
+/* The QR stage's scalar functions and per-precision steps, by symeig_qr.inc's QN names (x_d, x_f). */
+#define fabs_d fabs
+#define fabs_f fabsf
+#define TINY2_d 0.0                /* the squared rotation length at or below which it is the identity */
+#define TINY2_f 0x1p-100f
+#define NEXT_X_d (cs * (ai1 - ai) + (cc - ss) * bi)    /* the next step's x and z */
+#define NEXT_Z_d (sn * bi1)
+#define NEXT_X_f (r2 > TINY2_f ? (xk * zk * (ai1 - ai) + (xk * xk - zk * zk) * bi) / r2 : bi)
+#define NEXT_Z_f (zk * bi1 * inv)
 
-/* Lane L's next window: deflates the bottom (m down while b[m-1] is negligible), then l: the
- * sweep's record `hint` (the last split it saw in the window) or, when the window is used up, a
- * scan up from m. m = -1 when the lane is done. */
-static void lane_window(double *b, int L, double tol, long *l, long *m, long hint) {
-    long mm = *m, ll = *l;
-    while (mm > 0 && fabs(b[(mm - 1) * LANES + L]) <= tol) b[(--mm) * LANES + L] = 0;
-    if (mm <= 0) {
-        *m = -1;
-        return;
-    }
-    if (ll >= 0 && ll < mm) {
-        if (hint >= ll && hint < mm - 1) ll = hint + 1;
-    } else {
-        ll = mm - 1;
-        while (ll > 0 && fabs(b[(ll - 1) * LANES + L]) > tol) ll--;
-    }
-    *l = ll;
-    *m = mm;
-}
-
-/* The Wilkinson shift of the trailing 2 x 2 of [l, m]. */
-static double wilkinson(const double *a, const double *b, int L, long m) {
-    double am = a[m * LANES + L], d = 0.5 * (a[(m - 1) * LANES + L] - am), e = b[(m - 1) * LANES + L];
-    return am - e * e / (d + copysign(sqrt(d * d + e * e), d));
-}
-
-/* One sweep over rows lo..hi-1 of every lane: the portable path, lane by lane. Lane k's step i
- * is the rotation that moves the bulge (or at i = l starts the shifted step) down one row. */
-static void sweep_portable(double *a, double *b, const long *l, const long *m, const double *mu, const double *tol,
-                           long lo, long hi, long *hint) {
-    double x[LANES] = {0}, z[LANES] = {0};
-    for (int k = 0; k < LANES; k++) hint[k] = -1;
-    for (long i = lo; i < hi; i++) {
-        double *pa = a + i * LANES, *pb = b + i * LANES;
-        for (int k = 0; k < LANES; k++) {
-            if (i < l[k] || i >= m[k]) continue;
-            double ai = pa[k], ai1 = pa[LANES + k], bi = pb[k], bi1 = pb[LANES + k];
-            if (i == l[k]) {
-                x[k] = ai - mu[k];
-                z[k] = bi;
-            }
-            double r2 = x[k] * x[k] + z[k] * z[k], r = sqrt(r2), c = 1, sn = 0;
-            if (r2 > 0) {
-                double inv = 1 / r;
-                c = x[k] * inv;
-                sn = z[k] * inv;
-            }
-            if (i > l[k]) {
-                pb[k - LANES] = r;
-                if (r <= tol[k]) hint[k] = i - 1;
-            }
-            double cc = c * c, ss = sn * sn, cs = c * sn, cs2 = 2 * cs * bi;
-            pa[k] = cc * ai + cs2 + ss * ai1;
-            pa[LANES + k] = ss * ai + cc * ai1 - cs2;
-            x[k] = pb[k] = cs * (ai1 - ai) + (cc - ss) * bi;
-            z[k] = sn * bi1;
-            if (i + 1 < m[k]) pb[LANES + k] = c * bi1;
-        }
-    }
-}
+#define QT double
+#define QN(x) x##_d
+#include "symeig_qr.inc"
+#undef QT
+#undef QN
+#define QT float
+#define QN(x) x##_f
+#include "symeig_qr.inc"
+#undef QT
+#undef QN
 
 /* The same with AVX-512, 8 lanes per vector: lanes outside their window get c = 1, s = 0 (an
  * exact identity) through masks, so there is no branch per lane. */
@@ -262,33 +218,84 @@ TGT_512 static void sweep_avx512(double *a, double *b, const long *l, const long
     _mm512_storeu_si512(hint + 8, q1.h);
 }
 
-typedef void (*sweep_fn)(double *, double *, const long *, const long *, const double *, const double *, long, long,
-                         long *);
+/* The float QR of symeig_values_f32_ws: one chain of 16 float lanes (lane L is row i's float L),
+ * the step of step512 with 1 / r from vrsqrt14ps and 1 / r^2 from vrcp14ps, one Newton step each
+ * (relative error below 2^-22, so c^2 + s^2 = 1 to a few float roundings: each rotation's error stays
+ * O(u) of its rows), r = r^2 (1 / r). The chain to the next step is shortened: x' = cs (a_{i+1} - a_i)
+ * + (c^2 - s^2) b_i is formed from x, z and 1 / r^2, z' = s b_{i+1} as z b_{i+1} (1 / r), and the
+ * row's a_i, b_i come from the step before in registers (its store of b_i is masked, and a load
+ * behind a masked store is not forwarded). A rotation whose r^2 is at or below QTINY2 (|x|, |z| <
+ * 2^-50, far below tol) is the identity with r = 0, as on the portable path. */
+typedef struct {
+    __m512i l, m, h;
+    __m512 mu, tol, x, z;
+    __m512 a, b;     /* row i's a_i and b_i as the step before left them (not reloaded: its store of b_i is masked) */
+} Chain16;
 
-/* The eigenvalues of the T's of the lanes set in `on` (the others idle) into a, in place; tol per lane. */
-static int lanes_values(size_t n, double *a, double *b, const double *tol, unsigned on, sweep_fn sweep) {
-    long l[LANES], m[LANES], hint[LANES];
-    double mu[LANES];
-    for (int L = 0; L < LANES; L++) {
-        l[L] = hint[L] = -1;
-        m[L] = on >> L & 1 ? (long)n - 1 : -1;
+TGT_512 AI __m512i lanes_epi32(const long *p) {
+    __m256i lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(p)), hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(p + 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+TGT_512 AI void step16(Chain16 *q, float *pa, float *pb, int i) {
+    __m512i iv = _mm512_set1_epi32(i);
+    __mmask16 act = _mm512_cmpge_epi32_mask(iv, q->l) & _mm512_cmplt_epi32_mask(iv, q->m);
+    __mmask16 st = _mm512_cmpeq_epi32_mask(iv, q->l);
+    __mmask16 inner = act & _mm512_cmplt_epi32_mask(_mm512_set1_epi32(i + 1), q->m);
+    __m512 one = _mm512_set1_ps(1), ai = q->a, ai1 = _mm512_load_ps(pa + LANES);
+    __m512 bi = q->b, bi1 = _mm512_load_ps(pb + LANES);
+    __m512 x = _mm512_mask_blend_ps(st, q->x, ai - q->mu), z = _mm512_mask_blend_ps(st, q->z, bi);
+    __m512 r2 = x * x + z * z;
+    __mmask16 ok = act & _mm512_cmp_ps_mask(r2, _mm512_set1_ps(0x1p-100f), _CMP_GT_OQ);
+    __m512 y = _mm512_rsqrt14_ps(r2), h = _mm512_set1_ps(0.5f) * r2 * y, q2 = _mm512_rcp14_ps(r2);
+    y = y * _mm512_fnmadd_ps(h, y, _mm512_set1_ps(1.5f));     /* 1 / r */
+    q2 = _mm512_fmadd_ps(q2, _mm512_fnmadd_ps(r2, q2, one), q2);   /* 1 / r2 */
+    __m512 inv = _mm512_maskz_mov_ps(ok, y), inv2 = _mm512_maskz_mov_ps(ok, q2);
+    __m512 c = _mm512_mask_mul_ps(one, ok, x, inv), s = z * inv;
+    __m512 r = r2 * inv;
+    __mmask16 mid = act & ~st;
+    _mm512_mask_store_ps(pb - LANES, mid, r);
+    q->h = _mm512_mask_mov_epi32(q->h, mid & _mm512_cmp_ps_mask(r, q->tol, _CMP_LE_OQ), _mm512_set1_epi32(i - 1));
+    __m512 cc = c * c, ss = s * s, cs = c * s, cs2 = 2 * cs * bi;
+    _mm512_store_ps(pa, cc * ai + cs2 + ss * ai1);
+    q->a = ss * ai + cc * ai1 - cs2;
+    _mm512_store_ps(pa + LANES, q->a);
+    /* x' = cs (a_{i+1} - a_i) + (c^2 - s^2) b_i = (xz (a_{i+1} - a_i) + (x^2 - z^2) b_i) / r2, z' = s b_{i+1}:
+     * from x and z by 1 / r2 and 1 / r, not through c and s (a shorter chain to the next step) */
+    __m512 xn = (x * z * (ai1 - ai) + (x * x - z * z) * bi) * inv2;
+    q->x = _mm512_mask_blend_ps(ok, bi, xn);
+    _mm512_store_ps(pb, q->x);
+    q->z = z * bi1 * inv;
+    q->b = _mm512_mask_mul_ps(bi1, inner, c, bi1);
+    _mm512_mask_store_ps(pb + LANES, inner, q->b);
+}
+
+TGT_512 static void sweep16_avx512(float *a, float *b, const long *l, const long *m, const float *mu, const float *tol,
+                                   long lo, long hi, long *hint) {
+    Chain16 q = {.l = lanes_epi32(l), .m = lanes_epi32(m), .h = _mm512_set1_epi32(-1)};
+    q.mu = _mm512_loadu_ps(mu);
+    q.tol = _mm512_loadu_ps(tol);
+    q.x = q.z = _mm512_setzero_ps();
+    q.a = _mm512_load_ps(a + lo * LANES);
+    q.b = _mm512_load_ps(b + lo * LANES);
+    for (long i = lo; i < hi; i++) step16(&q, a + i * LANES, b + i * LANES, (int)i);
+    _mm512_storeu_si512(hint, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(q.h)));
+    _mm512_storeu_si512(hint + 8, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(q.h, 1)));
+}
+
+/* The lanes' T's (s->a, s->b: floats widened exactly) solved by the float QR: narrowed (exactly)
+ * into z->d, z->e as rows of 16 floats, tolerance 2^-24 g per lane, the values widened back. */
+static int lanes_values_f32(Work *s, const double *tol, unsigned on) {
+    size_t n = s->n;
+    float *a = (float *)s->z.d, *b = (float *)s->z.e, tf[LANES];
+    for (size_t i = 0; i < LANES * n; i++) {
+        a[i] = (float)s->a[i];
+        b[i] = (float)s->b[i];
     }
-    for (size_t sweeps = 0;; sweeps++) {
-        long lo = (long)n, hi = -1;
-        for (int L = 0; L < LANES; L++) {
-            mu[L] = 0;
-            if (m[L] >= 0) lane_window(b, L, tol[L], &l[L], &m[L], hint[L]);
-            if (m[L] < 0) continue;
-            mu[L] = wilkinson(a, b, L, m[L]);
-            lo = l[L] < lo ? l[L] : lo;
-            hi = m[L] > hi ? m[L] : hi;
-        }
-        if (hi < 0) return AL_OK;
-        if (sweeps > SWEEPS_MAX * n)
-            return al_err("the tridiagonal QR iteration did not converge in %zu sweeps (n = %zu); report this matrix",
-                          sweeps, n);
-        sweep(a, b, l, m, mu, tol, lo, hi, hint);
-    }
+    for (int L = 0; L < LANES; L++) tf[L] = (float)(tol[L] * 0x1p29);    /* 2^-53 g to 2^-24 g */
+    if (lanes_values_f(n, a, b, tf, on, s->avx ? sweep16_avx512 : sweep_portable_f) != AL_OK) return AL_ERR;
+    for (size_t i = 0; i < LANES * n; i++) s->a[i] = a[i];
+    return AL_OK;
 }
 
 /* ================================================================ driver */
@@ -601,7 +608,9 @@ static int group_values(Work *s, const double *const *A, double *const *w, size_
     double tol[LANES] = {0};
     if (group_tri(s, A, idx, cnt, ex, tol, &on) != AL_OK) return AL_ERR;
     if (cnt >= LANES_MIN) {
-        if (lanes_values(n, s->a, s->b, tol, on, s->avx ? sweep_avx512 : sweep_portable) != AL_OK) return AL_ERR;
+        int rc = s->f32 && !f32_qr_double ? lanes_values_f32(s, tol, on)
+                        : lanes_values_d(n, s->a, s->b, tol, on, s->avx ? sweep_avx512 : sweep_portable_d);
+        if (rc != AL_OK) return AL_ERR;
     } else if (on & 1) {
         if (lane_dsterf(s, 0) != AL_OK) return AL_ERR;
     }

@@ -11,5 +11,8 @@ bool symeig_uses_avx512(void);
 /* symeig_values_f32_ws reduces a group of at least cnt matrices 16 at a time in float lanes, a
  * smaller one matrix by matrix (process-wide; 0: the default, 1: always lanes, 17: never). */
 void symeig_f32_lanes_from(int cnt);
+/* true: symeig_values_f32_ws solves its T's by the QR in double lanes (two chains of 8, tolerance
+ * 2^-53 g: the path before the float QR) instead of the float lanes (process-wide). */
+void symeig_f32_qr_double(bool on);
 
 #endif
