@@ -176,7 +176,8 @@ void xform_attn_clear(Forward *f, XformAttn *held) {
     *held = (XformAttn){0};
 }
 
-int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held) {
+/* x's layers (kind->attn_layer) into held, set nowhere yet; on failure nothing is held. */
+static int xf_attn_build(Session *s, const Xform *x, XformAttn *held) {
     *held = (XformAttn){0};
     if (!x->kind->attn_layer)
         return al_err("%s defines no attention to run: %s", x->kind->name, x->kind->no_attn ? x->kind->no_attn : "?");
@@ -187,13 +188,21 @@ int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held) {
     held->n = n;
     for (int l = 0; rc == AL_OK && l < n; l++) {
         rc = x->kind->attn_layer(s, x, l, &held->layers[l], &held->owned[l]);
-        if (rc == AL_OK && held->layers[l]) {
-            rc = fwd_set_attn(f, l, held->layers[l]);
-            held->changed++;
-        }
+        held->changed += rc == AL_OK && held->layers[l];
         if (rc == AL_OK && al_interrupted()) rc = AL_INTERRUPTED;
     }
-    double eps = rc == AL_OK && x->kind->norm_eps ? x->kind->norm_eps(x) : 0;
+    if (rc != AL_OK) xform_attn_clear(NULL, held);
+    return rc;
+}
+
+/* The eps every norm of x's model runs at (kind->norm_eps), 0: the source's. */
+static double xf_norm_eps(const Xform *x) { return x->kind->norm_eps ? x->kind->norm_eps(x) : 0; }
+
+int xform_attn_set(Session *s, const Xform *x, Forward *f, XformAttn *held) {
+    int rc = xf_attn_build(s, x, held);
+    for (int l = 0; rc == AL_OK && l < held->n; l++)
+        if (held->layers[l]) rc = fwd_set_attn(f, l, held->layers[l]);
+    double eps = rc == AL_OK ? xf_norm_eps(x) : 0;
     if (eps > 0) {                     /* the model as its export computes it */
         fwd_set_norm_eps(f, eps);
         held->eps_set = true;
@@ -264,15 +273,17 @@ const Xform *xform_measured(Session *s, Model *m, bool source, bool check, const
     return x;
 }
 
+/* One pass over the weights for both (fwd_ppl_pair: each layer runs the source's stream, then the one with x's
+ * layers swapped in and its norm eps), the numbers of fwd_ppl before and after xform_attn_set bit for bit. Every
+ * kind that runs as attention layers fits the pair's streams: what a kind changes is its layers (attn_layer) and
+ * the norms' eps (norm_eps), all a stream carries. Where the pass cannot run layer-major (KV-shared layers,
+ * per-layer inputs, ...: fwd_layer_major_refusal), fwd_ppl_pair runs the two passes one after the other. */
 int xform_ppl_pair(Session *s, const Xform *x, Forward *f, const int *ids, size_t n, size_t L, FwdPpl *before,
                    FwdPpl *after) {
     XformAttn held;
     fwd_clear_attn(f);
-    int rc = fwd_ppl(f, ids, n, L, before);
-    if (rc == AL_OK) rc = xform_attn_set(s, x, f, &held);
-    if (rc == AL_OK) {
-        rc = fwd_ppl(f, ids, n, L, after);
-        xform_attn_clear(f, &held);
-    }
+    int rc = xf_attn_build(s, x, &held);
+    if (rc == AL_OK) rc = fwd_ppl_pair(f, held.layers, xf_norm_eps(x), ids, n, L, before, after);
+    xform_attn_clear(NULL, &held);
     return rc;
 }

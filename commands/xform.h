@@ -157,8 +157,9 @@ void xform_attn_clear(Forward *f, XformAttn *held);
  * (KQ-SVD's projections: measured by `kvsvd eval`), so none is measured silently. */
 const Xform *xform_measured(Session *s, Model *m, bool source, bool check, const char *verb, char *headline,
                             size_t cap);
-/* Perplexity of x->src on ids[0..n) (windows of L) by f as it is (before) and with x's layers
- * swapped in (after); f is left without overrides. */
+/* Perplexity of x->src on ids[0..n) (windows of L) by f without overrides (before) and with x's layers
+ * swapped in and its norm eps (after), in one pass over the weights (fwd_ppl_pair): fwd_ppl's numbers
+ * bit for bit; f is left without overrides. */
 int xform_ppl_pair(Session *s, const Xform *x, Forward *f, const int *ids, size_t n, size_t L, FwdPpl *before,
                    FwdPpl *after);
 

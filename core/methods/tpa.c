@@ -1024,23 +1024,25 @@ int tpa_run_layer(const TpaModel *t, Model *src, int l, mm_compute c, AttnLayer 
     return rc;
 }
 
-/* The perplexity of in's text under src, and with the converted layers swapped in (tpa_run_layer). */
+/* The perplexity of in's text under src, and with the converted layers swapped in (tpa_run_layer), in one pass
+ * over the weights (fwd_ppl_pair: two fwd_ppl passes' numbers bit for bit). */
 static int check_ppl(const TpaModel *t, Model *src, const TpaCheckIn *in, TpaCheck *k) {
     k->nll_source = k->nll_conv = NAN;
     if (!in->ids || in->n < 2) return AL_OK;
     Forward *f = NULL;
     FwdPpl a, b;
     AttnLayer **run = al_calloc((size_t)t->n_layers, sizeof *run, "the TPA layers run");
-    int rc = run ? fwd_new(src, NULL, &f) : AL_ERR;
+    const AttnLayer **ov = run ? al_calloc((size_t)t->n_layers, sizeof *ov, "attention overrides") : NULL;
+    int rc = ov ? fwd_new(src, NULL, &f) : AL_ERR;
     if (rc == AL_OK) fwd_set_compute(f, in->compute);
-    if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &a);
     for (int l = 0; rc == AL_OK && l < t->n_layers; l++)
         if (t->layers[l] && (rc = tpa_run_layer(t, src, l, in->compute, &run[l])) == AL_OK)
-            rc = fwd_set_attn(f, l, run[l] ? run[l] : t->layers[l]->dense);
-    if (rc == AL_OK) rc = fwd_ppl(f, in->ids, in->n, in->seqlen, &b);
+            ov[l] = run[l] ? run[l] : t->layers[l]->dense;
+    if (rc == AL_OK) rc = fwd_ppl_pair(f, ov, 0, in->ids, in->n, in->seqlen, &a, &b);
     fwd_free(f);
     for (int l = 0; run && l < t->n_layers; l++) attn_layer_free(run[l]);
     free(run);
+    free(ov);
     if (rc == AL_INTERRUPTED) return rc;
     if (rc) return al_err_ctx("TPA check, perplexity");
     k->nll_source = a.nll;
