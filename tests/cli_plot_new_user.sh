@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# cli_plot_new_user.sh -- what a new user met in the plot commands (plu, s15): counts in the plot commands and
+# the calibration print the singular for one (al_s: "1 layer", "1 budget", "1 cell", "1 token").
+set -u
+. "$(dirname "$0")/lib_cli.sh"
+cli_setup /tmp/attnlab-cli-plot-new-user shared-cache
+
+run -e "synth demo-llama base"
+ok "synth demo-llama" test "$(rc)" = 0
+cp -r base one
+python3 - one <<'PY'
+import json, sys
+c = json.load(open(f"{sys.argv[1]}/config.json")); c["num_hidden_layers"] = 1
+json.dump(c, open(f"{sys.argv[1]}/config.json", "w"), indent=1)
+PY
+echo 5 >one_id.txt
+cli_ids 2000 ids.txt
+
+# the calibration (core/analysis/calib.c): a one-layer calibration on a four-layer model, a one-token text
+out=$(e "load one; calibrate ids ids.txt samples 2 seqlen 64; calib save c1.safetensors; load base; calib load c1.safetensors")
+ok "calib load: statistics of 1 layer [$(grep -o 'statistics ([^)]*)' <<<"$out")]" \
+    has "$out" "the calibration statistics (1 layer, 8 heads, 2 KV heads"
+out=$(e "load one; calibrate ids one_id.txt samples 1 seqlen 64")
+ok "calibrate: the text has 1 token [$out]" has "$out" "the text has 1 token, fewer than one window"
+
+# plot compare-budgets at one budget
+out=$(e "load one; plot compare-budgets budgets 64 to cb.png")
+ok "plot compare-budgets: at 1 budget [$(grep -o 'at [0-9]* budgets\?' <<<"$out")]" \
+    has "$out" "mean out error over the layers at 1 budget (the model caches 128 values"
+ok "  the figure was written" is_png cb.png
+
+# plot xy's CSV errors
+printf 'x,y\n1,2\n3\n' >ragged.csv
+printf 'x,y,z\n1,2,3\n2,3,4\n' >three.csv
+out=$(e "plot xy data ragged.csv to r.png")
+ok "plot xy: a row of 1 cell [$out]" has "$out" "line 3 has 1 cell, the header has 2"
+out=$(e "plot xy data three.csv legend a to l.png")
+ok "plot xy legend: 1 name for 2 series [$out]" has "$out" "plot xy legend: 1 name for 2 series"
+out=$(e "plot xy data three.csv x x,y y z to x.png")
+ok "plot xy: 2 x columns for 1 y column [$out]" has "$out" "2 x columns for 1 y column;"
+
+cli_done
