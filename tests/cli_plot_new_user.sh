@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cli_plot_new_user.sh -- what a new user met in the plot commands (plu, s15): counts in the plot commands and
-# the calibration print the singular for one (al_s: "1 layer", "1 budget", "1 cell", "1 token").
+# the calibration print the singular for one (al_s: "1 layer", "1 budget", "1 cell", "1 token"); a linear y axis
+# labels its values without PLplot's "(x10^k)" corner.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-plot-new-user shared-cache
@@ -39,4 +40,10 @@ ok "plot xy legend: 1 name for 2 series [$out]" has "$out" "plot xy legend: 1 na
 out=$(e "plot xy data three.csv x x,y y z to x.png")
 ok "plot xy: 2 x columns for 1 y column [$out]" has "$out" "2 x columns for 1 y column;"
 
+# kvsvd-unbalance's errors (about 0.25): the y labels are the values, no "(x10-1)" in a corner
+run -e "load demo-llama; calibrate ids ids.txt samples 8 seqlen 128; plot kvsvd-unbalance to ku.svg"
+ok "plot kvsvd-unbalance wrote ku.svg" is_svg ku.svg
+texts=$(svg_texts ku.svg 2>/dev/null)
+ok "kvsvd-unbalance: no (x10^k) multiplier [$(grep -o '(x10[^)]*)' <<<"$texts")]" hasnt "$texts" "(x10"
+ok "  its y labels read as the values, 0.2... [$(grep -c '^0\.2[0-9]*$' <<<"$texts")]" has "$texts" "^0\.2[0-9]*$"
 cli_done
