@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cli_plot_new_user.sh -- what a new user met in the plot commands (plu, s15): counts in the plot commands and
 # the calibration print the singular for one (al_s: "1 layer", "1 budget", "1 cell", "1 token"); a linear y axis
-# labels its values without PLplot's "(x10^k)" corner.
+# labels its values without PLplot's "(x10^k)" corner; plot esd says when its power-law fit means nothing.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-plot-new-user shared-cache
@@ -46,4 +46,12 @@ ok "plot kvsvd-unbalance wrote ku.svg" is_svg ku.svg
 texts=$(svg_texts ku.svg 2>/dev/null)
 ok "kvsvd-unbalance: no (x10^k) multiplier [$(grep -o '(x10[^)]*)' <<<"$texts")]" hasnt "$texts" "(x10"
 ok "  its y labels read as the values, 0.2... [$(grep -c '^0\.2[0-9]*$' <<<"$texts")]" has "$texts" "^0\.2[0-9]*$"
+
+# plot esd: a tail of 6 eigenvalues is no fit (WeightWatcher's 10); alpha outside 2-6 is said so
+out=$(e "load demo-llama; plot esd o layer 0 head 0 to esd.svg")
+ok "plot esd: no meaningful fit on 6 eigenvalues [$out]" \
+    has "$out" "no meaningful power-law fit (alpha 1[0-9.]* on a tail of [0-9] eigenvalues, under 10)"
+ok "  and no power-law line in its legend" hasnt "$(svg_texts esd.svg)" "power law"
+out=$(e "load demo-r1; plot esd q layer 0 head 0 to esd_q.png")
+ok "plot esd: alpha 6.11 is outside WeightWatcher's 2-6 [$out]" has "$out" "alpha 6\.[0-9]* (tail of 1[0-9] .*) outside WeightWatcher's 2-6"
 cli_done
