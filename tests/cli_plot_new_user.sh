@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli_plot_new_user.sh -- what a new user met in the plot commands (plu, s15): counts in the plot commands and
 # the calibration print the singular for one (al_s: "1 layer", "1 budget", "1 cell", "1 token"); a linear y axis
-# labels its values without PLplot's "(x10^k)" corner; plot esd says when its power-law fit means nothing.
+# labels its values without PLplot's "(x10^k)" corner; plot esd says when its power-law fit means nothing;
+# set plot.dir applies the folder rule of every command that writes when it is set.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-plot-new-user shared-cache
@@ -54,4 +55,12 @@ ok "plot esd: no meaningful fit on 6 eigenvalues [$out]" \
 ok "  and no power-law line in its legend" hasnt "$(svg_texts esd.svg)" "power law"
 out=$(e "load demo-r1; plot esd q layer 0 head 0 to esd_q.png")
 ok "plot esd: alpha 6.11 is outside WeightWatcher's 2-6 [$out]" has "$out" "alpha 6\.[0-9]* (tail of 1[0-9] .*) outside WeightWatcher's 2-6"
+
+# set plot.dir: a missing folder outside the working directory is refused when it is set
+out=$(e "set plot.dir /nonexistent-plu-$$/figs; load demo-llama; plot spectrum vo layer 0 head 0")
+ok "set plot.dir /missing/...: refused at the set [$out]" has "$out" "^error: set plot.dir: folder /nonexistent-plu-$$ does not exist"
+ok "  it names mkdir -p" has "$out" "mkdir -p /nonexistent-plu-$$/figs"
+ok "  and nothing ran after it" hasnt "$out" "^loaded"
+out=$(e "set plot.dir figs/sub; load demo-llama; plot spectrum vo layer 0 head 0")
+ok "set plot.dir figs/sub (inside the working directory) is accepted [$out]" has "$out" "wrote figs/sub/"
 cli_done
