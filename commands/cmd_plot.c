@@ -89,7 +89,8 @@ static int head_spectrum(Session *s, int mk, int layer, int head, int offset, co
     int rc = farr_state_layer(st, s->cur, kind, layer, offset, &fl);
     if (rc) return rc;
     if (head < 0 || head >= fl->n_heads)
-        return al_err("head %d is out of range: layer %d has %d heads (0-%d)", head, layer, fl->n_heads, fl->n_heads - 1);
+        return al_err("head %d is out of range: layer %d has %d head%s (0-%d)", head, layer, fl->n_heads,
+                      al_s(fl->n_heads), fl->n_heads - 1);
     Spectrum *const *arr = side == 0 ? fl->a : side == 1 ? fl->b : fl->fused;
     if (!arr || !arr[head] || !arr[head]->p)
         return al_err("%s of layer %d head %d has no singular values", mat_label(mk), layer, head);
@@ -112,7 +113,8 @@ static void head_titles(const Session *s, int mk, int layer, int head, int offse
                         const char *what, char *title, size_t tcap, char *sub, size_t scap) {
     snprintf(title, tcap, "%s layer %d head %d: %s of %s", s->cur->name ? s->cur->name : "model", layer, head,
              what, mat_label(mk));
-    int n = snprintf(sub, scap, "%zu x %zu map, %zu singular values", sp->m, sp->n, sp->p);
+    int n = snprintf(sub, scap, "%zu x %zu map, %zu singular value%s", sp->m, sp->n, sp->p, al_s(sp->p));
+
     char dims[128];
     if ((mk == M_Q || mk == M_K || mk == M_QK) && farr_qk_dims(&s->cur->cfg, dims, sizeof dims) && n > 0 &&
         (size_t)n < scap)

@@ -101,9 +101,11 @@ int cmd_plot_attention(Session *s, const Args *a, Out *out) {
     if (rc != AL_OK) { attfig_free(&g); return rc; }
     int layer = (int)args_int(a, "layer"), head = (int)args_int(a, "head");
     char title[256], sub[256] = "", auto_name[256], src[256];
-    snprintf(title, sizeof title, "%s layer %d head %d: attention on %zu tokens", m->name, layer, head, g.T);
+    snprintf(title, sizeof title, "%s layer %d head %d: attention on %zu token%s", m->name, layer, head, g.T,
+             al_s(g.T));
     size_t w = cfg_layer_window(&m->cfg, layer);
-    size_t k = w ? (size_t)snprintf(sub, sizeof sub, "sliding window of %zu tokens", w) : 0;
+    size_t k = w ? (size_t)snprintf(sub, sizeof sub, "sliding window of %zu token%s", w, al_s(w)) : 0;
+
     if (g.p.sink > 0)
         snprintf(sub + k, sizeof sub - k, "%sthe sink takes %.1f%% of each row's weight on average", k ? "; " : "",
                  100 * g.p.sink);

@@ -171,8 +171,8 @@ static int none_fits(const Model *m, const BudgetResult *r, const MethodLine *li
                          reason_text(lines[k].reason));
         if (w > 0) n += (size_t)w;
     }
-    return al_err("plot compare: no method meets kv-budget %zu on %s (it caches %zu values per token per layer): "
-                  "%s. Give a larger kv-budget", r->budget, m->name, r->kv_model, why);
+    return al_err("plot compare: no method meets kv-budget %zu on %s (it caches %zu value%s per token per layer): "
+                  "%s. Give a larger kv-budget", r->budget, m->name, r->kv_model, al_s(r->kv_model), why);
 }
 
 /* Says where the data came from, each method's setting and mean error, and what is left out. */
@@ -180,10 +180,10 @@ static void narrate_compare(Out *out, const Model *m, const BudgetResult *r, boo
                             const MethodLine *lines) {
     char lay[48];
     layers_text(lay, sizeof lay, lo, hi);
-    out_printf(out, "%s at a KV budget of %zu of %zu values per token per layer (%.1f%%), %s: %s; %zu random "
-               "Gaussian tokens, seed %llu (%s)\n", m->name, r->budget, r->kv_model,
+    out_printf(out, "%s at a KV budget of %zu of %zu value%s per token per layer (%.1f%%), %s: %s; %zu random "
+               "Gaussian token%s, seed %llu (%s)\n", m->name, r->budget, r->kv_model, al_s(r->kv_model),
                100.0 * (double)r->budget / (double)r->kv_model, lay, reused ? "the session's last compare"
-               : "compared now (kept for the next plot)", r->tokens, (unsigned long long)r->seed,
+               : "compared now (kept for the next plot)", r->tokens, al_s(r->tokens), (unsigned long long)r->seed,
                r->activation_stats ? "with the calibration's second moment" : "unit variance");
     for (int k = 0; k < BUDGET_NMETHODS; k++) {
         const MethodLine *ml = &lines[k];
@@ -192,19 +192,19 @@ static void narrate_compare(Out *out, const Model *m, const BudgetResult *r, boo
             out_printf(out, "  %-9s left out of the figure: %s\n", name, reason_text(ml->reason));
             continue;
         }
-        if (ml->n_sets == 1) out_printf(out, "  %-9s %zu values, %s", name, ml->kv, ml->set[0]);
+        if (ml->n_sets == 1) out_printf(out, "  %-9s %zu value%s, %s", name, ml->kv, al_s(ml->kv), ml->set[0]);
         else {
-            out_printf(out, "  %-9s %zu values, by layer", name, ml->kv);
+            out_printf(out, "  %-9s %zu value%s, by layer", name, ml->kv, al_s(ml->kv));
             for (int i = 0; i < ml->n_sets && i < 4; i++)
                 out_printf(out, "%s %s in %d layer%s", i ? ";" : "", ml->set[i], ml->set_layers[i],
-                           ml->set_layers[i] == 1 ? "" : "s");
-            if (ml->n_sets > 4) out_printf(out, "; %d more settings", ml->n_sets - 4);
+                           al_s(ml->set_layers[i]));
+            if (ml->n_sets > 4) out_printf(out, "; %d more setting%s", ml->n_sets - 4, al_s(ml->n_sets - 4));
         }
         out_printf(out, ": mean %s error %.4g", WHAT_CHOICES[what], ml->sum / ml->n_ok);
         int nl = layersel_count(&m->cfg, lo, hi);      /* a hybrid's attention layers */
-        if (ml->n_ok < nl) out_printf(out, " (meets the budget in %d of %d layers)", ml->n_ok, nl);
+        if (ml->n_ok < nl) out_printf(out, " (meets the budget in %d of %d layer%s)", ml->n_ok, nl, al_s(nl));
         if (ml->n_pos < ml->n_ok) out_printf(out, "; exactly 0 in %d layer%s (not drawn on a log axis)",
-                                             ml->n_ok - ml->n_pos, ml->n_ok - ml->n_pos == 1 ? "" : "s");
+                                             ml->n_ok - ml->n_pos, al_s(ml->n_ok - ml->n_pos));
         out_printf(out, "\n");
     }
 }
@@ -220,8 +220,8 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     else {
         size_t kv = cfg_kv_values(&m->cfg);
         q.budget = kv / 2 ? kv / 2 : 1;
-        out_printf(out, "no kv-budget given and no compare in the session: B = %zu, half of the %zu values %s caches "
-                   "per token per layer\n", q.budget, kv, m->name);
+        out_printf(out, "no kv-budget given and no compare in the session: B = %zu, half of the %zu value%s %s caches "
+                   "per token per layer\n", q.budget, kv, al_s(kv), m->name);
     }
     const BudgetResult *r;
     bool reused;
@@ -259,9 +259,9 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
         if (!ml->n_ok) continue;
         char set[128];
         if (ml->n_sets == 1) short_setting(set, sizeof set, ml->set[0]);
-        else snprintf(set, sizeof set, "best of %d settings", ml->n_sets);
+        else snprintf(set, sizeof set, "best of %d setting%s", ml->n_sets, al_s(ml->n_sets));
         char vals[40] = "";
-        if (ml->kv < r->budget) snprintf(vals, sizeof vals, ", %zu values", ml->kv);
+        if (ml->kv < r->budget) snprintf(vals, sizeof vals, ", %zu value%s", ml->kv, al_s(ml->kv));
         snprintf(labels[k], sizeof labels[k], "%s: %s%s%s", budget_method_name((budget_method)k), set, vals,
                  logy && !ml->n_pos ? " (error 0: exact, not drawn)" : "");
         cv[nc++] = (PlotCurve){.label = labels[k], .x = x, .y = ml->y, .n = n, .points = true, .fixed_color = true,
@@ -269,10 +269,11 @@ int cmd_plot_compare(Session *s, const Args *a, Out *out) {
     }
     const char *wname = what == 1 ? "attention score" : "attention output";
     char title[256], sub[640], ylab[128], auto_name[256], note[512];
-    snprintf(title, sizeof title, "%s: %s error per layer at a KV budget of %zu values (model: %zu)", m->name, wname,
-             r->budget, r->kv_model);
+    snprintf(title, sizeof title, "%s: %s error per layer at a KV budget of %zu value%s (model: %zu)", m->name, wname,
+             r->budget, al_s(r->budget), r->kv_model);
     int w = snprintf(sub, sizeof sub, "values cached per token per layer, budget %.1f%% of the model's; %zu random "
-                     "Gaussian tokens, seed %llu (%s)", 100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
+                     "Gaussian token%s, seed %llu (%s)", 100.0 * (double)r->budget / (double)r->kv_model, r->tokens,
+                     al_s(r->tokens),
                      (unsigned long long)r->seed, r->activation_stats ? "calibration second moment" : "unit variance");
     for (int k = 0, first = 1; k < BUDGET_NMETHODS && w > 0 && (size_t)w < sizeof sub; k++)
         if (!lines[k].n_ok) {
@@ -478,10 +479,10 @@ static int budgets_draw(Session *s, const Args *a, Out *out, const Model *m, con
                         const size_t *budgets, size_t nb, int what, const PlotCurve *cv, size_t nc, bool logy) {
     size_t kv_model = cfg_kv_values(&m->cfg);
     char title[256], sub[256], ylab[128], auto_name[256];
-    snprintf(title, sizeof title, "%s: %s error against KV cache, every method (model: %zu values)", m->name,
-             what == 1 ? "attention score" : "attention output", kv_model);
+    snprintf(title, sizeof title, "%s: %s error against KV cache, every method (model: %zu value%s)", m->name,
+             what == 1 ? "attention score" : "attention output", kv_model, al_s(kv_model));
     snprintf(sub, sizeof sub, "mean over %s; each method at its largest setting within budgets %zu-%zu; "
-             "%zu random Gaussian tokens (%s)", lay, budgets[0], budgets[nb - 1], b->tokens,
+             "%zu random Gaussian token%s (%s)", lay, budgets[0], budgets[nb - 1], b->tokens, al_s(b->tokens),
              b->act ? "calibration second moment" : "unit variance");
     snprintf(ylab, sizeof ylab, "%s_err = ||Y - Y'|| / ||Y|| (mean over layers)", what == 1 ? "score" : "out");
     snprintf(auto_name, sizeof auto_name, "%s-compare-budgets-%s", m->name, WHAT_CHOICES[what]);
@@ -569,9 +570,9 @@ static int strat_text(Session *s, const Args *a, Out *out, const CheckText *tx, 
     int rc = ws_mlastrat_budgets(s, m, args_str(a, "strategies"), budgets, nb, tx->ids, tx->n, tx->seqlen, &t, &ns);
     if (rc) return rc;
     size_t nr = t->n / ns;
-    out_printf(out, "one-shot MLA strategies at %zu kv ranks (budget - RoPE dims), session calibration; perplexity on "
+    out_printf(out, "one-shot MLA strategies at %zu kv rank%s (budget - RoPE dims), session calibration; perplexity on "
                "the same windows (model %.6g); the figure draws them beside the model and the width methods (the "
-               "eviction rows are in the table above)\n", nr, exp(t->base_nll));
+               "eviction rows are in the table above)\n", nr, al_s(nr), exp(t->base_nll));
     Table *tb = ws_mlastrat_rows(m, t);
     char *tab = tb ? table_render(tb, s->fmt, s->prec) : NULL;
     if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));
@@ -596,8 +597,8 @@ static int text_draw(Session *s, const Args *a, Out *out, const TextSweep *b, co
                      const PlotCurve *cv, size_t nc) {
     Model *m = s->cur;
     char title[256], sub[256], auto_name[256];
-    snprintf(title, sizeof title, "%s: perplexity against KV cache, width and length (model: %zu values)", m->name,
-             cfg_kv_values(&m->cfg));
+    snprintf(title, sizeof title, "%s: perplexity against KV cache, width and length (model: %zu value%s)", m->name,
+             cfg_kv_values(&m->cfg), al_s(cfg_kv_values(&m->cfg)));
     snprintf(sub, sizeof sub, "budgets %zu-%zu; eviction at the same keys read per window of %zu; circles, solid: width; "
              "squares: eviction; triangles: width at 2B + StreamingLLM%s", budgets[0], budgets[nb - 1], b->seqlen,
              args_given(a, "strategies") ? "; down triangles, dashed: MLA strategies (eviction: the table)" : "");
@@ -624,8 +625,9 @@ static int budgets_text(Session *s, const Args *a, Out *out) {
     Table *t = table_new(4, "budget", "method", "kv_values", "ppl");
     int rc = b && t ? text_sweep(s, m, a, &tx, budgets, nb, b, t) : AL_ERR;
     if (rc == AL_OK)
-        out_printf(out, "%s: perplexity of %s: %zu tokens predicted in windows of %zu, at %zu budgets (the model caches %zu values "
-                   "per token per layer)\n", m->name, tx.on, b->tokens, b->seqlen, nb, kv);
+        out_printf(out, "%s: perplexity of %s: %zu token%s predicted in windows of %zu, at %zu budget%s (the model caches "
+                   "%zu value%s per token per layer)\n", m->name, tx.on, b->tokens, al_s(b->tokens), b->seqlen, nb,
+                   al_s(nb), kv, al_s(kv));
     char *tab = rc == AL_OK ? table_render(t, s->fmt, s->prec) : NULL;
     if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));
     free(tab);
@@ -657,9 +659,10 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     if (rc) { table_free(t); return rc; }
     char lay[48], kq_label[64];
     layers_text(lay, sizeof lay, b.lo, b.hi);
-    out_printf(out, "%s, %s: mean %s error over the layers at %zu budgets (the model caches %zu values per "
-               "token per layer); %zu random Gaussian tokens (%s)\n", m->name, lay, WHAT_CHOICES[what], nb,
-               kv_model, b.tokens, b.act ? "with the calibration's second moment" : "unit variance");
+    out_printf(out, "%s, %s: mean %s error over the layers at %zu budget%s (the model caches %zu value%s per "
+               "token per layer); %zu random Gaussian token%s (%s)\n", m->name, lay, WHAT_CHOICES[what], nb,
+               al_s(nb),
+               kv_model, al_s(kv_model), b.tokens, al_s(b.tokens), b.act ? "with the calibration's second moment" : "unit variance");
     char *tab = table_render(t, s->fmt, s->prec);
     if (tab) out_write(out, OUT_STDOUT, tab, strlen(tab));      /* the table: stdout in every format */
     free(tab);
@@ -669,8 +672,9 @@ int cmd_plot_compare_budgets(Session *s, const Args *a, Out *out) {
     bool any_pos;
     size_t nc = budgets_curves(&b, nb, kq_label, cv, &any_pos, out);
     if (!nc)
-        return al_err("plot compare-budgets: no method meets any of the budgets on %s (it caches %zu values per token "
-                      "per layer): give larger budgets", m->name, kv_model);
+        return al_err("plot compare-budgets: no method meets any of the budgets on %s (it caches %zu value%s per token "
+                      "per layer): give larger budgets", m->name, kv_model, al_s(kv_model));
+
     bool logy = !args_flag(a, "linear");
     if (logy && !any_pos) {
         out_printf(out, "every mean error is exactly 0: drawn on a linear axis\n");

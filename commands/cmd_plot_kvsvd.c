@@ -111,7 +111,7 @@ static int parse_betas(const char *list, double *b, size_t cap, size_t *n) {
         double v = strtod(p, &end);
         if (end == p || !(v > 0) || !isfinite(v))
             return al_err("plot kvsvd-unbalance: betas '%s' must be positive numbers separated by commas (1,2,5)", list);
-        if (*n == cap) return al_err("plot kvsvd-unbalance: at most %zu betas", cap);
+        if (*n == cap) return al_err("plot kvsvd-unbalance: at most %zu beta%s", cap, al_s(cap));
         b[(*n)++] = v;
         if (*end && *end != ',') return al_err("plot kvsvd-unbalance: betas '%s': separate the values with commas", list);
         p = *end == ',' ? end + 1 : end;
@@ -152,7 +152,7 @@ int cmd_plot_kvsvd_unbalance(Session *s, const Args *a, Out *out) {
         rc = ws_calib_eval_tokens(s, c, a, "plot kvsvd-unbalance", &own, &ids, &L, &first, &count, on, sizeof on);
     if (rc == AL_OK) rc = kq_eval_new(&c->st->sh, (const KqProj *const *)sets, ns, &ev);
     if (rc == AL_OK) {
-        out_printf(out, "learned 3 methods at %zu betas; evaluating on %s\n", nb, on);
+        out_printf(out, "learned 3 methods at %zu beta%s; evaluating on %s\n", nb, al_s(nb), on);
         rc = kq_eval_run(ev, s->cur, f, ids + first * L, count, L);
     }
     free(own);

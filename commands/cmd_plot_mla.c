@@ -94,7 +94,8 @@ int cmd_plot_key_norms(Session *s, const Args *a, Out *out) {
     PlotKeyNorms v[3] = {{"original", k->orig_re, k->orig_im}, {"RoRoPE", k->rot_re, k->rot_im},
                          {l3, k->fold_re, k->fold_im}};
     snprintf(title, sizeof title, "%s layer %d: key norm per dimension", m->name, layer);
-    snprintf(sub, sizeof sub, "%d KV head%s x %zu pairs, %s; RoPE layout %s", m->cfg.n_kv_heads, al_s(m->cfg.n_kv_heads), k->pairs_per_head,
+    snprintf(sub, sizeof sub, "%d KV head%s x %zu pair%s, %s; RoPE layout %s", m->cfg.n_kv_heads, al_s(m->cfg.n_kv_heads),
+             k->pairs_per_head, al_s(k->pairs_per_head),
              u.source, rope_layout_name(m->cfg.rope));
     ws_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-key-norms-L%d-M%d", m->name, layer, M);
@@ -151,7 +152,8 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
         if (end == p || v < 1)
             return al_err("plot rope-energy: freqfolds '%s' must be positive numbers separated by commas (1,2,4)", list);
         if (d2 > 0 && d2 % v == 0) Ms[nM++] = (int)v;
-        else out_printf(out, "freqfold %ld skipped: it does not divide the %d frequencies of a head\n", v, d2);
+        else out_printf(out, "freqfold %ld skipped: it does not divide the %d frequenc%s of a head\n", v, d2,
+                        d2 == 1 ? "y" : "ies");
         p = *end == ',' ? end + 1 : end;
         if (*end && *end != ',') return al_err("plot rope-energy: freqfolds '%s': separate the values with commas", list);
     }
@@ -176,7 +178,8 @@ int cmd_plot_rope_energy(Session *s, const Args *a, Out *out) {
     }
     char title[256], sub[1024], auto_name[256];
     snprintf(title, sizeof title, "%s layer %d: key energy kept in the RoPE dims", m->name, layer);
-    snprintf(sub, sizeof sub, "merged key of %d KV head%s x %d dims, %s", m->cfg.n_kv_heads, al_s(m->cfg.n_kv_heads), 2 * d2,
+    snprintf(sub, sizeof sub, "merged key of %d KV head%s x %d dim%s, %s", m->cfg.n_kv_heads, al_s(m->cfg.n_kv_heads),
+             2 * d2, al_s(2 * d2),
              u.source);
     ws_tmla_stats_release(&u);
     snprintf(auto_name, sizeof auto_name, "%s-rope-energy-L%d", m->name, layer);
@@ -295,7 +298,8 @@ static int removal_freqfolds(const Args *a, int d2, int *Ms, size_t *nM, Out *ou
         int M = (int)mf[i];
         if (M < 1 || M != mf[i]) return al_err("plot rope-removal: freqfold %g is not a positive whole number", mf[i]);
         if (d2 > 0 && d2 % M == 0) Ms[(*nM)++] = M;
-        else out_printf(out, "freqfold %d skipped: it does not divide the %d frequencies of a head\n", M, d2);
+        else out_printf(out, "freqfold %d skipped: it does not divide the %d frequenc%s of a head\n", M, d2,
+                        d2 == 1 ? "y" : "ies");
     }
     return AL_OK;
 }
@@ -326,16 +330,19 @@ static void removal_subtitle(const Model *m, const TstudyRemoval *r, const TmlaS
                              char *sub, size_t cap, Out *out) {
     const char *base = u->text ? strrchr(u->text, '/') : NULL;
     int fM = freqfold_above(r);
-    int n = snprintf(sub, cap, "layers %ld-%ld, %zu %s tokens of %s%s; PCA: %s", lo, hi, r->tokens,
-                     u->in_sample ? "in-sample" : "held-out", base ? base + 1 : u->text ? u->text : "?",
+    int n = snprintf(sub, cap, "layers %ld-%ld, %zu %s token%s of %s%s; PCA: %s", lo, hi, r->tokens,
+                     u->in_sample ? "in-sample" : "held-out", al_s(r->tokens),
+                     base ? base + 1 : u->text ? u->text : "?",
                      fM ? "" : ", no KV compression", u->act ? "activations" : "weights");
     if (fM > 0 && n > 0 && (size_t)n < cap) {     /* adjacent frequencies differ by theta^(2/d) */
         double step = pow(cfg_layer_theta(&m->cfg, (int)lo), 1.0 / d2);
         snprintf(sub + n, cap - (size_t)n, ". FreqFold %d starts above the original: %d neighbouring "
                  "frequencies (x%.3g apart at d = %d) turn as one", fM, fM, step, 2 * d2);
         out_printf(out, "FreqFold %d starts above the original even with nothing removed: each group of %d adjacent "
-                   "RoPE frequencies turns at its first one, and in a head of %d dims neighbours differ by x%.3g "
-                   "(x%.3g at 128 dims)\n", fM, fM, 2 * d2, step, pow(cfg_layer_theta(&m->cfg, (int)lo), 1.0 / 64));
+                   "RoPE frequencies turns at its first one, and in a head of %d dim%s neighbours differ by x%.3g "
+                   "(x%.3g at 128 dims)\n", fM, fM, 2 * d2, al_s(2 * d2), step,
+                   pow(cfg_layer_theta
+(&m->cfg, (int)lo), 1.0 / 64));
     }
 }
 
@@ -345,7 +352,7 @@ static int removal_data(Session *s, const Args *a, const TstudyRemoval *r, Out *
     if (!data || !*data) return AL_OK;
     Table *tb = removal_table(r);
     int rc = tb ? table_write_file(out, tb, data, s->prec) : AL_ERR;
-    if (rc == AL_OK) out_printf(out, "wrote %zu points to %s\n", tb->nrows, data);
+    if (rc == AL_OK) out_printf(out, "wrote %zu point%s to %s\n", tb->nrows, al_s(tb->nrows), data);
     table_free(tb);
     return rc;
 }
@@ -372,8 +379,8 @@ static int removal_run(Session *s, Model *m, const TstudyRemovalOpts *o, const T
     int rc = lm_forward(s, m, &f);
     if (rc == AL_OK) rc = tstudy_rope_removal(f, o, r);
     if (rc) return rc;
-    out_printf(out, "%s: log-perplexity on %zu tokens, %s, windows of %zu: original %.5f (ppl %.6g); layers %ld-%ld; "
-               "PCA / norms: %s\n", m->name, (*r)->tokens, u->ppl_on, u->seqlen, (*r)->base_nll, exp((*r)->base_nll),
+    out_printf(out, "%s: log-perplexity on %zu token%s, %s, windows of %zu: original %.5f (ppl %.6g); layers %ld-%ld; "
+               "PCA / norms: %s\n", m->name, (*r)->tokens, al_s((*r)->tokens), u->ppl_on, u->seqlen, (*r)->base_nll, exp((*r)->base_nll),
                lo, hi, u->source);
     return AL_OK;
 }
@@ -492,15 +499,15 @@ int cmd_plot_kv_balance(Session *s, const Args *a, Out *out) {
                       {.label = lk, .x = x, .y = after, .n = nk, .fixed_color = true, .slot = 2},
                       {.label = "values (unchanged)", .x = x + nk, .y = before + nk, .n = nv, .fixed_color = true, .slot = 0}};
     snprintf(title, sizeof title, "%s layer %d: key and value norms before and after KV balancing", m->name, layer);
-    snprintf(sub, sizeof sub, "dims 0-%zu: NoPE keys (RoRoPE + %dD FreqFold, RoPE kept on %d dims); dims %zu-%zu: values "
-             "of %d KV head%s x %d; %s", nk - 1, M, T->d / M, nk, nJ - 1, T->G, al_s(T->G), T->dv, u.source);
+    snprintf(sub, sizeof sub, "dims 0-%zu: NoPE keys (RoRoPE + %dD FreqFold, RoPE kept on %d dim%s); dims %zu-%zu: values "
+             "of %d KV head%s x %d; %s", nk - 1, M, T->d / M, al_s(T->d / M), nk, nJ - 1, T->G, al_s(T->G), T->dv, u.source);
     ws_tmla_stats_release(&u);
     tmla_layer_free(T);
     free(C_J);
     out_printf(out, "layer %d: alpha = %.6g (RMS NoPE key / RMS value, RoRoPE + FreqFold %d as in convert mla); keys "
                "divided by it before the joint PCA\n", layer, alpha, M);
-    out_printf(out, "layer %d: RMS key / RMS value = %.6g over all %d key dims (the RoPE ones too)\n", layer, kv_ratio,
-               T_keys);
+    out_printf(out, "layer %d: RMS key / RMS value = %.6g over all %d key dim%s (the RoPE ones too)\n", layer, kv_ratio,
+               T_keys, al_s(T_keys));
     snprintf(auto_name, sizeof auto_name, "%s-kv-balance-L%d-M%d", m->name, layer, M);
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { free(v); return AL_ERR; }
@@ -581,7 +588,8 @@ static int strat_draw(Session *s, const Args *a, Out *out, const Model *m, const
     cv[ns] = (PlotCurve){.label = labels[ns], .x = bx, .y = by, .n = 2, .dash = 2};
     char title[256], sub[256], auto_name[256];
     snprintf(title, sizeof title, "%s: one-shot MLA strategies against the KV budget", m->name);
-    snprintf(sub, sizeof sub, "held-out perplexity, %zu tokens; x: kv rank + RoPE dims per token and layer", t->tokens);
+    snprintf(sub, sizeof sub, "held-out perplexity, %zu token%s; x: kv rank + RoPE dims per token and layer", t->tokens,
+             al_s(t->tokens));
     snprintf(auto_name, sizeof auto_name, "%s-mla-strategies", m->name);
     PlotLabels l = {.title = title, .subtitle = sub, .xlabel = "KV values per token and layer",
                     .ylabel = "perplexity (held out)", .logy = true};
@@ -604,7 +612,8 @@ int cmd_plot_mla_table(Session *s, const Args *a, Out *out) {
     const char *data = args_str(a, "data");
     if (!tb) rc = AL_ERR;
     else if (data && *data && (rc = table_write_file(out, tb, data, s->prec)) == AL_OK)
-        out_printf(out, "wrote %zu rows to %s\n", tb->nrows, data);
+        out_printf(out, "wrote %zu row%s to %s\n", tb->nrows, al_s(tb->nrows), data);
+
     table_free(tb);
     if (rc == AL_OK) rc = strat_draw(s, a, out, m, t, ns);
     mlastrat_table_free(t);

@@ -87,8 +87,8 @@ static size_t split_cells(char *line, char **cells, size_t cap) {
 /* One data line into row r of c; an error names the file, line and cell. */
 static int csv_row(Csv *c, char **cells, size_t n, const char *path, size_t lineno, size_t r) {
     if (n != c->cols)
-        return al_err("%s line %zu has %zu cells, the %s has %zu: every row needs one value per column (empty for a gap)",
-                      path, lineno, n, c->header ? "header" : "first row", c->cols);
+        return al_err("%s line %zu has %zu cell%s, the %s has %zu: every row needs one value per column (empty for a "
+                      "gap)", path, lineno, n, al_s(n), c->header ? "header" : "first row", c->cols);
     for (size_t j = 0; j < n; j++)
         if (!cell_num(cells[j], &c->v[r * c->cols + j]))
             return al_err("%s line %zu, column %zu: '%s' is not a number", path, lineno, j + 1, cells[j]);
@@ -152,7 +152,8 @@ static long csv_col(const Csv *c, const char *spec, const char *path, const char
     list[0] = '\0';
     for (size_t j = 0; j < c->cols && n + 1 < sizeof list; j++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", j ? ", " : "", c->names[j]);
-    al_err("%s: no column '%s' in %s (%zu columns: %s; or a number 1-%zu)", what, spec, path, c->cols, list, c->cols);
+    al_err("%s: no column '%s' in %s (%zu column%s: %s; or a number 1-%zu)", what, spec, path, c->cols, al_s(c->cols),
+           list, c->cols);
     return -1;
 }
 
@@ -164,7 +165,7 @@ static long csv_cols(const Csv *c, const char *list, const char *path, const cha
     for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
         if ((size_t)n == cap) {
             free(copy);
-            al_err("%s: at most %zu columns", what, cap);
+            al_err("%s: at most %zu column%s", what, cap, al_s(cap));
             return -1;
         }
         if ((idx[n++] = csv_col(c, cell_trim(w), path, what)) < 0) { free(copy); return -1; }
@@ -282,9 +283,11 @@ static int xy_cols(const Args *a, const Csv *c, const char *path, XyCols *k) {
             }
     if (!k->ny) return al_err("plot xy: %s has no column left for y (it has %zu); name them with `y`", path, c->cols);
     if (k->nx != 1 && k->nx != k->ny)
-        return al_err("plot xy: %ld x columns for %ld y columns; give one x, or one per series", k->nx, k->ny);
+        return al_err("plot xy: %ld x column%s for %ld y column%s; give one x, or one per series", k->nx, al_s(k->nx),
+                      k->ny, al_s(k->ny));
     if (k->ne > 1 && k->ne != k->ny)
-        return al_err("plot xy: %ld yerr columns for %ld y columns; give one, or one per series", k->ne, k->ny);
+        return al_err("plot xy: %ld yerr column%s for %ld y column%s; give one, or one per series", k->ne, al_s(k->ne),
+                      k->ny, al_s(k->ny));
     return AL_OK;
 }
 
@@ -302,7 +305,7 @@ static int xy_names(const Args *a, const Csv *c, const XyCols *k, char **names) 
     for (char *w = strtok_r(copy, ",", &save); w && n < k->ny; w = strtok_r(NULL, ",", &save))
         if (!(names[n++] = al_strdup(cell_trim(w)))) { free(copy); return AL_ERR; }
     free(copy);
-    if (n != k->ny) return al_err("plot xy legend: %ld names for %ld series", n, k->ny);
+    if (n != k->ny) return al_err("plot xy legend: %ld name%s for %ld series", n, al_s(n), k->ny);
     return AL_OK;
 }
 
@@ -495,7 +498,8 @@ int cmd_plot_panels(Session *s, const Args *a, Out *out) {
     size_t pos = 0, n = strlen(figs);
     while (!rc && pos < n) {
         size_t next;
-        if (++i > nx * ny) rc = al_err("plot panels %s: more than %d figures", lay, nx * ny);
+        if (++i > nx * ny) rc = al_err("plot panels %s: more than %d figure%s", lay, nx * ny, al_s(nx * ny));
+
         else rc = panel_run(s, figs, pos, &next, i);
         pos = next;
     }

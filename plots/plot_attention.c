@@ -123,7 +123,8 @@ static size_t label_chars(const char *const *tokens, size_t T) {
 }
 
 int plot_attention(const PlotOpts *opts, const PlotAttnPanel *panels, size_t n, size_t T, const char *const *tokens) {
-    if (n < 1 || n > 3 || T < 1) return al_err("plot attention: %zu panels of %zu tokens (1-3 panels, 1+ tokens)", n, T);
+    if (n < 1 || n > 3 || T < 1)
+        return al_err("plot attention: %zu panel%s of %zu token%s (1-3 panels, 1+ tokens)", n, al_s(n), T, al_s(T));
     double vmax = 0;
     for (size_t k = 0; k < n; k++)
         for (size_t i = 0; i < T * T; i++) {
@@ -135,8 +136,9 @@ int plot_attention(const PlotOpts *opts, const PlotAttnPanel *panels, size_t n, 
     PlotOpts o = *opts;
     char sub[256];
     if (T > ATT_MAX_CELLS) {
-        snprintf(sub, sizeof sub, "%s%s%zu tokens pooled to %d x %d cells (largest weight of each block)",
-                 o.subtitle ? o.subtitle : "", o.subtitle ? "; " : "", T, ATT_MAX_CELLS, ATT_MAX_CELLS);
+        snprintf(sub, sizeof sub, "%s%s%zu token%s pooled to %d x %d cells (largest weight of each block)",
+                 o.subtitle ? o.subtitle : "", o.subtitle ? "; " : "", T, al_s(T), ATT_MAX_CELLS, ATT_MAX_CELLS);
+
         o.subtitle = sub;
     }
     if (plot_page_open_design(&o, &pg, n == 1 ? 1000 : 1500, 800)) return AL_ERR;

@@ -328,7 +328,9 @@ static int panel_page(const PlotOpts *o, PlotPage *pg, int design_w, int design_
 
 int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int design_h) {
     if (!o) { memset(pg, 0, sizeof *pg); return al_err("plot: no options given"); }
+    plot_ytick_room(0);
     if (panels.active) return panel_page(o, pg, design_w, design_h);
+
     if (view_refuse(view_wants(&o->view), o->view_can, NULL)) { memset(pg, 0, sizeof *pg); return AL_ERR; }
     if (page_start(o, pg, design_w, design_h, 1, 1)) return AL_ERR;
     pladv(0);
@@ -524,11 +526,21 @@ double plot_top(const PlotOpts *o, int legend_rows) {
     return top - 0.4 * ey;
 }
 
-void plot_vpor_std(const PlotOpts *o, int legend_rows, double right_em) {
-    plvpor(6.6 * plot_em_x(), 1.0 - right_em * plot_em_x(), 4.6 * plot_em_y(), plot_top(o, legend_rows));
+/* The left margin and the y label's distance from the axis, in character heights: 6.6 and 4.2 hold
+ * tick labels of up to 4 characters; plot_ytick_room widens both for longer ones. */
+static double left_em = 6.6, ylabel_disp = 4.2;
+
+void plot_ytick_room(int chars) {
+    double need = 0.5 + 0.85 * chars + 0.8;          /* the labels' offset, their width, a gap */
+    ylabel_disp = need > 4.2 ? need : 4.2;
+    left_em = ylabel_disp + 2.4;
 }
 
-double plot_vpor_std_width(double right_em) { return 1.0 - (6.6 + right_em) * plot_em_x(); }
+void plot_vpor_std(const PlotOpts *o, int legend_rows, double right_em) {
+    plvpor(left_em * plot_em_x(), 1.0 - right_em * plot_em_x(), 4.6 * plot_em_y(), plot_top(o, legend_rows));
+}
+
+double plot_vpor_std_width(double right_em) { return 1.0 - (left_em + right_em) * plot_em_x(); }
 
 const char *plot_xlabel(const PlotOpts *o) { return o->view.xlabel ? o->view.xlabel : o->xlabel; }
 const char *plot_ylabel(const PlotOpts *o) { return o->view.ylabel ? o->view.ylabel : o->ylabel; }
@@ -538,7 +550,8 @@ void plot_axis_labels(const PlotOpts *o, const char *dx, const char *dy) {
     plcol0(PC_FG);
     const char *ux = plot_xlabel(o), *uy = plot_ylabel(o);
     plmtex("b", 3.0, 0.5, 0.5, ux ? plot_esc(bx, sizeof bx, ux) : dx);
-    plmtex("l", 4.2, 0.5, 0.5, uy ? plot_esc(by, sizeof by, uy) : dy);
+    plmtex("l", ylabel_disp, 0.5, 0.5, uy ? plot_esc(by, sizeof by, uy) : dy);
+
 }
 
 void plot_log_labels(double lo, double hi) {

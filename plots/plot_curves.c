@@ -124,6 +124,31 @@ static double legend_layout(const PlotOpts *opts, const PlotLegendItem *items, i
     return lrel;
 }
 
+/* A linear y axis's labels in fixed point at a round step (about 6 ticks), so that PLplot never puts a
+ * "(x10^k)" in the corner: returns the step (0 where a label would pass 10 characters: PLplot's own
+ * labels then) with the labels' decimals and the widest label's characters. */
+static double ylin_ticks(double lo, double hi, int *decimals, int *chars) {
+    double step = plot_nice_step(hi - lo, 6);
+    int d = 0;
+    while (d < 9 && fabs(step * pow(10.0, d) - round(step * pow(10.0, d))) > 1e-6 * step * pow(10.0, d)) d++;
+    int w = 0;
+    char buf[64];
+    for (double t = ceil(lo / step - 1e-9) * step; t <= hi + 1e-9 * step; t += step) {
+        int n = snprintf(buf, sizeof buf, "%.*f", d, fabs(t) < 0.5 * step ? 0.0 : t);
+        if (n > w) w = n;
+    }
+    *decimals = d;
+    *chars = w;
+    return w > 0 && w <= 10 ? step : 0;
+}
+
+/* PLplot's label callback for that axis: data points at the decimals. */
+static void ylin_label(PLINT axis, PLFLT v, char *label, PLINT length, PLPointer data) {
+    (void)axis;
+    int d = *(const int *)data;
+    snprintf(label, (size_t)length, "%.*f", d, fabs(v) < 0.5 * pow(10.0, -d) ? 0.0 : v);
+}
+
 int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curves) {
     if (!curves || !n_curves) return al_err("plot curves: no curves given");
     PlotOpts ov;
@@ -161,6 +186,9 @@ int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curve
         plot_geom()->series_style[k] = (int)items[k].line_style;
     }
     plot_geom()->n_series = (int)n_curves;
+    int ydec = 0, ychars = 0;
+    double ylin = opts->logy || opts->y_whole ? 0 : ylin_ticks(r[2], r[3], &ydec, &ychars);
+    if (ylin > 0) plot_ytick_room(ychars);
     bool right = false;
     double lrel = legend_layout(opts, items, (int)n_curves, &right);
     plwind(r[0], r[1], r[2], r[3]);
@@ -175,6 +203,10 @@ int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curve
         ystep = plot_whole_step(r[3] - r[2], 6);
         ysub = ystep <= 10 ? (PLINT)ystep : 0;
     }
+    if (ylin > 0) {
+        ystep = ylin;
+        plslabelfunc(ylin_label, &ydec);
+    }
     /* a log axis of up to 3 decades gets its labels and grid at round values (plot_log_axis) */
     double lt[GEOM_TICKS];
     bool own_log = opts->logy && plot_log_ticks(r[2], r[3], lt, GEOM_TICKS) > 0;
@@ -184,8 +216,10 @@ int plot_curves(const PlotOpts *opts_in, const PlotCurve *curves, size_t n_curve
     if (own_log) plot_log_axis(r[2], r[3], r[0], r[1]);
     if (own_logx) plot_log_xaxis(r[0], r[1], r[2], r[3]);
     plcol0(PC_FG);
-    plbox(own_logx ? "bcstl" : opts->logx ? "bcnstl" : "bcnst", xstep, xsub, own_log ? "bcstlv" : opts->logy ? "bcnstlv" : "bcnstv",
-          ystep, ysub);
+    plbox(own_logx ? "bcstl" : opts->logx ? "bcnstl" : "bcnst", xstep, xsub,
+          own_log ? "bcstlv" : opts->logy ? "bcnstlv" : ylin > 0 ? "bcnstvo" : "bcnstv", ystep, ysub);
+    plslabelfunc(NULL, NULL);
+
     plot_axis_labels(opts, "x", "y");
 
     double fs = plot_font_scale();

@@ -156,8 +156,9 @@ static int heatmap_draw(const PlotOpts *opts, const Mat *m, size_t c0, size_t r0
         k += (size_t)snprintf(sub + k, sizeof sub - k, "%srows %zu-%zu, columns %zu-%zu", k ? "; " : "", r0,
                               r0 + m->rows - 1, c0, c0 + m->cols - 1);
     if ((nc < m->cols || nr < m->rows) && k < sizeof sub)
-        k += (size_t)snprintf(sub + k, sizeof sub - k, "%s%zu x %zu cells (largest |entry| of each block)",
-                              k ? "; " : "", nr, nc);
+        k += (size_t)snprintf(sub + k, sizeof sub - k, "%s%zu x %zu cell%s (largest |entry| of each block)",
+                              k ? "; " : "", nr, nc, al_s(nr * nc));
+
     if (clipped && k < sizeof sub)
         k += (size_t)snprintf(sub + k, sizeof sub - k, "%scolours clipped at ±%.3g (max %.3g)",
                               k ? "; " : "", range, amax);

@@ -78,6 +78,10 @@ double plot_top(const PlotOpts *o, int legend_rows);
 void plot_vpor_std(const PlotOpts *o, int legend_rows, double right_em);
 /* Width (fraction of the page) of that viewport. */
 double plot_vpor_std_width(double right_em);
+/* Room left of that viewport for y tick labels of up to chars characters (0: the standard 4),
+ * the y label moved out with them; plot_page_open resets it. */
+void plot_ytick_room(int chars);
+
 /* The x (y) axis label a figure shows: the user's override (opts->view), else opts->xlabel
  * (ylabel), else NULL (the renderer's default). For renderers that place labels themselves. */
 const char *plot_xlabel(const PlotOpts *o);

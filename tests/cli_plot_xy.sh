@@ -72,7 +72,7 @@ out=$(e "plot xy data hdr.csv to $T/bad.svg")
 has "$out" "hdr.csv has no data rows (only a header)" || fail "header-only CSV: [$out]"
 printf 'a,b\n1,2\n3\n' >short.csv
 out=$(e "plot xy data short.csv to $T/bad.svg")
-has "$out" "short.csv line 3 has 1 cells, the header has 2" || fail "ragged CSV: [$out]"
+has "$out" "short.csv line 3 has 1 cell, the header has 2" || fail "ragged CSV: [$out]"
 out=$(e "plot xy data r.csv x layer,max y max,median,sd to $T/bad.svg")
 has "$out" "2 x columns for 3 y columns" || fail "x / y count mismatch: [$out]"
 out=$(e "plot xy data r.csv xrange 5:1 to $T/bad.svg")
@@ -129,7 +129,7 @@ has "$out" "wrote $T/pan.svg" && has "$out" "wrote $T/pan.png" || fail "plot pan
 for l in "Panel A" "Panel B" "Panel C" "Panel D"; do has_label pan.svg "$l" || fail "pan.svg lacks '$l'"; done
 [ "$(grep -c '<svg' pan.svg)" = 1 ] || fail "panels wrote more than one page"
 out=$(e "plot panels 1x1 figures \"plot xy data r.csv; plot xy data r.csv\" to $T/pbad.svg")
-has "$out" "more than 1 figures" || fail "too many panels: [$out]"
+has "$out" "more than 1 figure\b" || fail "too many panels: [$out]"
 out=$(e "plot panels 2x1 figures \"plot xy data nope.csv\" to $T/pbad.svg")
 has "$out" "plot panels, figure 1 (plot xy): .*nope.csv" || fail "a failing panel names itself and why: [$out]"
 [ -e pbad.svg ] && fail "a failed panel figure left its file"

@@ -185,7 +185,7 @@ int calib_set_meta(CalibStats *st, const char *model, const char *source, const 
 static double *scratch(CalibStats *st, size_t n) {
     if (n <= st->buf_cap) return st->buf;
     double *b = realloc(st->buf, n * sizeof *b);
-    if (!b) { al_err("out of memory for %zu doubles of calibration scratch", n); return NULL; }
+    if (!b) { al_err("out of memory for %zu double%s of calibration scratch", n, al_s(n)); return NULL; }
     st->buf = b;
     st->buf_cap = n;
     return b;
@@ -246,8 +246,8 @@ int calib_add(CalibStats *st, calib_which which, int layer, const float *x, size
     size_t heads = which == CALIB_Q ? H : which == CALIB_X ? 1 : G;
     size_t dim = which == CALIB_V ? dv : which == CALIB_X ? (size_t)sh->hidden : d;
     if (ld < heads * dim)
-        return al_err("calibration: %s rows of layer %d have stride %zu, less than %zu heads x %zu", which_name(which),
-                      layer, ld, heads, dim);
+        return al_err("calibration: %s rows of layer %d have stride %zu, less than %zu head%s x %zu", which_name(which),
+                      layer, ld, heads, al_s(heads), dim);
     double *base = which == CALIB_X && st->gx_hold && layer == st->gx_hold_layer
                        ? st->gx_hold : gram_base(st, which) + (size_t)layer * layer_elems(sh, which);
     size_t m = H / G;
@@ -278,8 +278,9 @@ int calib_add_act(CalibStats *st, const FwdAct *a) {
     size_t want_heads = w == CALIB_Q ? (size_t)sh->n_heads : w == CALIB_X ? 1 : (size_t)sh->n_kv_heads;
     size_t want_dim = w == CALIB_V ? (size_t)sh->d_v : w == CALIB_X ? (size_t)sh->hidden : (size_t)sh->d_qk;
     if (a->heads != want_heads || a->head_dim != want_dim)
-        return al_err("calibration: the forward pass gives %s of layer %d as %zu heads x %zu, the statistics expect "
-                      "%zu x %zu", fwd_act_name(a->kind), a->layer, a->heads, a->head_dim, want_heads, want_dim);
+        return al_err("calibration: the forward pass gives %s of layer %d as %zu head%s x %zu, the statistics expect "
+                      "%zu x %zu", fwd_act_name(a->kind), a->layer, a->heads, al_s(a->heads), a->head_dim, want_heads,
+                      want_dim);
     return calib_add(st, w, a->layer, a->x, a->T, a->ld);
 }
 
@@ -418,17 +419,24 @@ int calib_input_arrays(const CalibStats *st, int lo, int hi, double ***sigma, do
     return AL_OK;
 }
 
+/* A shape in words: "2 layers, 1 head, 1 KV head, dims 64 / 64, hidden 128". */
+static void shape_text(char *dst, size_t cap, const CalibShape *sh) {
+    snprintf(dst, cap, "%d layer%s, %d head%s, %d KV head%s, dims %d / %d, hidden %d", sh->n_layers, al_s(sh->n_layers),
+             sh->n_heads, al_s(sh->n_heads), sh->n_kv_heads, al_s(sh->n_kv_heads), sh->d_qk, sh->d_v, sh->hidden);
+}
+
 int calib_check_model(const CalibStats *st, const Model *m) {
     CalibShape sh;
     if (calib_shape_of(m, &sh)) return AL_ERR;
     const CalibShape *a = &st->sh;
     if (a->n_layers != sh.n_layers || a->n_heads != sh.n_heads || a->n_kv_heads != sh.n_kv_heads ||
-        a->d_qk != sh.d_qk || a->d_v != sh.d_v || a->hidden != sh.hidden)
-        return al_err("the calibration statistics (%d layers, %d heads, %d KV heads, dims %d / %d, hidden %d%s%s) do not "
-                      "fit model %s (%d layers, %d heads, %d KV heads, dims %d / %d, hidden %d): calibrate this model",
-                      a->n_layers, a->n_heads, a->n_kv_heads, a->d_qk, a->d_v, a->hidden, st->model ? ", from " : "",
-                      st->model ? st->model : "", m->name ? m->name : m->path, sh.n_layers, sh.n_heads, sh.n_kv_heads,
-                      sh.d_qk, sh.d_v, sh.hidden);
+        a->d_qk != sh.d_qk || a->d_v != sh.d_v || a->hidden != sh.hidden) {
+        char had[160], want[160];
+        shape_text(had, sizeof had, a);
+        shape_text(want, sizeof want, &sh);
+        return al_err("the calibration statistics (%s%s%s) do not fit model %s (%s): calibrate this model", had,
+                      st->model ? ", from " : "", st->model ? st->model : "", m->name ? m->name : m->path, want);
+    }
     return AL_OK;
 }
 
@@ -439,14 +447,14 @@ int calib_windows(size_t ntok, size_t seqlen, calib_split split, size_t nmax, si
     if (seqlen == 0) return al_err("seqlen must be at least 1");
     size_t W = ntok / seqlen;
     if (W == 0)
-        return al_err("the text has %zu tokens, fewer than one window of seqlen %zu: use a longer text or a smaller "
-                      "seqlen", ntok, seqlen);
+        return al_err("the text has %zu token%s, fewer than one window of seqlen %zu: use a longer text or a smaller "
+                      "seqlen", ntok, al_s(ntok), seqlen);
     size_t nvalid = W < 2 ? 0 : (W / 10 > 0 ? W / 10 : 1);
     size_t lo = split == CALIB_TRAIN ? 0 : W - nvalid, n = split == CALIB_TRAIN ? W - nvalid : nvalid;
     if (n == 0)
-        return al_err("the text has %zu tokens: %zu window(s) of %zu, too few for a %s split (the last tenth, at "
+        return al_err("the text has %zu token%s: %zu window%s of %zu, too few for a %s split (the last tenth, at "
                       "least one window, is validation, the rest training; two windows are needed)",
-                      ntok, W, seqlen, split == CALIB_TRAIN ? "training" : "validation");
+                      ntok, al_s(ntok), W, al_s(W), seqlen, split == CALIB_TRAIN ? "training" : "validation");
     *first = lo;
     *count = nmax && nmax < n ? nmax : n;
     return AL_OK;
@@ -549,8 +557,8 @@ static int read_gram(const st_file *f, const char *name, size_t heads, size_t n,
               (heads ? e->ndim == 3 && e->shape[0] == heads && e->shape[1] == n && e->shape[2] == n
                      : e->ndim == 2 && e->shape[0] == n && e->shape[1] == n);
     if (!ok)
-        return al_err("%s: tensor '%s' should be F64 of shape (%s%zu, %zu), found %s with %d dims", st_path(f), name,
-                      heads ? "G, " : "", n, n, dt_name(e->dtype), e->ndim);
+        return al_err("%s: tensor '%s' should be F64 of shape (%s%zu, %zu), found %s with %d dim%s", st_path(f), name,
+                      heads ? "G, " : "", n, n, dt_name(e->dtype), e->ndim, al_s(e->ndim));
     const double *src = st_data(f, e);
     if (heads) memcpy(dst, src, heads * n * n * sizeof(double));
     for (size_t i = 0; !heads && i < n; i++)           /* G_X: its upper triangle, packed */
@@ -563,8 +571,9 @@ static int read_sum(const st_file *f, const char *name, size_t n, double *dst) {
     const st_entry *e = st_find(f, name);
     if (!e) return al_err("%s: tensor '%s' is missing", st_path(f), name);
     if (e->dtype != DT_F64 || e->ndim != 1 || e->shape[0] != n)
-        return al_err("%s: tensor '%s' should be F64 of shape (%zu), found %s with %d dims", st_path(f), name, n,
-                      dt_name(e->dtype), e->ndim);
+        return al_err("%s: tensor '%s' should be F64 of shape (%zu), found %s with %d dim%s", st_path(f), name, n,
+                      dt_name(e->dtype), e->ndim, al_s(e->ndim));
+
     memcpy(dst, st_data(f, e), n * sizeof(double));
     return AL_OK;
 }

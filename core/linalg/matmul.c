@@ -293,8 +293,12 @@ static void panel(const WMat *w, size_t r0, size_t nr, size_t c0, size_t nc, flo
 void *mm_alloc(size_t bytes, const char *what) {
     void *p = NULL;
     size_t align = bytes >= ((size_t)2 << 20) ? (size_t)2 << 20 : 64;
-    if (posix_memalign(&p, align, bytes ? bytes : 1) != 0) { al_err("out of memory for %s (%zu bytes)", what, bytes); return NULL; }
-    if (align > 64) madvise(p, bytes, MADV_HUGEPAGE);
+    if (posix_memalign(&p, align, bytes ? bytes : 1) != 0) {
+        al_err("out of memory for %s (%zu byte%s)", what, bytes, al_s(bytes));
+        return NULL;
+    }
+    if (align > 64)
+ madvise(p, bytes, MADV_HUGEPAGE);
     return p;
 }
 

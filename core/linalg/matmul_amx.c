@@ -52,11 +52,13 @@ int matmul_amx_begin(MatmulAmxJob *j) {
     size_t nt = j->nthreads > 0 ? (size_t)j->nthreads : 1, KP = (j->K + 1) / 2, nb = (j->T + 15) / 16;
     j->bz = NULL;
     j->ws = aligned_alloc(64, nt * sizeof *j->ws);
-    if (!j->ws) return al_err("out of memory for the AMX products' scratch (%zu bytes)", nt * sizeof *j->ws);
+    if (!j->ws) return al_err("out of memory for the AMX products' scratch (%zu byte%s)", nt * sizeof *j->ws,
+                               al_s(nt * sizeof *j->ws));
     if (j->K % 32 == 0) return AL_OK;
     if (!(j->bz = aligned_alloc(64, nb * 256 * sizeof *j->bz))) {
         matmul_amx_end(j);
-        return al_err("out of memory for the AMX products' last step (%zu bytes)", nb * 256 * sizeof(uint32_t));
+        return al_err("out of memory for the AMX products' last step (%zu byte%s)", nb * 256 * sizeof(uint32_t),
+                      al_s(nb * 256 * sizeof(uint32_t)));
     }
     size_t kp0 = j->K / 32 * 16, xs = KP * 16;     /* the last step's first pair; a block's dwords */
     for (size_t b = 0; b < nb; b++)
