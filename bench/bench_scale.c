@@ -395,6 +395,31 @@ static uint32_t *pack_view(const GramView *v, const double *X) {
     return P;
 }
 
+/* Every head's four factors of layer L read and decoded from the file into doubles (what a float32
+ * route reading the checkpoint does first), timed into *t. */
+static int read_layer(Model *m, int L, Time *t) {
+    static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
+    double w0 = wall(), c0 = cpu(), *X = NULL;
+    size_t cap = 0;
+    int rc = AL_OK;
+    for (int h = 0; rc == AL_OK && h < m->cfg.n_heads; h++)
+        for (int f = 0; rc == AL_OK && f < 4; f++) {
+            GramView v;
+            if ((rc = gram_view(m, kinds[f], L, h, f >= 2 ? PART_NOPE : PART_ALL, &v)) != AL_OK) break;
+            if (v.nr * v.nc > cap) {
+                free(X);
+                cap = v.nr * v.nc;
+                if (!(X = al_malloc3(v.nr, v.nc, sizeof(double), "a factor"))) rc = AL_ERR;
+            }
+            if (rc == AL_OK) rc = gram_read_block(m->store, v.tensor, v.r0, v.nr, v.c0, v.nc, X, v.nc);
+            gram_view_clear(&v);
+        }
+    free(X);
+    t->wall += wall() - w0;
+    t->cpu += cpu() - c0;
+    return rc;
+}
+
 /* Seconds of one layer's heads through mode (see FastJob). */
 static int fast_layer(Model *m, int L, fast_mode mode, Time *secs) {
     static const head_kind kinds[4] = {HK_V, HK_O, HK_Q, HK_K};
@@ -626,22 +651,39 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
     print_parts();
     free(ratio);
     if (!cold) return 0;
-    double t[2];
+    double t[2], tc[2];
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 0) drop_cache(dir);
         /* as `ranks vo all` then `ranks qk all` sweep: farr_state_sweep, which reads the next
          * layer ahead (gram_prefetch_start) while it computes one */
         FarrState *st = farr_state_new();
-        double w0 = wall();
+        double w0 = wall(), c0 = cpu();
         for (int k = 0; k < 2 && st; k++)
             if (farr_state_sweep(st, &(FarrQuery){ .m = m, .kind = (farr_kind)k, .lo = 0, .hi = nl - 1,
                                                    .offset = FARR_NO_OFFSET, .ranks_only = true }) != AL_OK)
                 return fail("cold sweep");
         t[pass] = (wall() - w0) / nl;
+        tc[pass] = (cpu() - c0) / nl;
         farr_state_free(st);
     }
     printf("   --cold: the sweeps (farr_state_sweep VO then QK, next layer read ahead) per layer with the page cache "
            "dropped (posix_fadvise DONTNEED) %.3f s, warm %.3f s (cold / warm %.2f)\n", t[0], t[1], t[0] / t[1]);
+    /* The float32 route's figures above are from memory (and every head from head 1's block). Cold, it
+     * reads the file: every head's four factors read and decoded (gram_read_block, FP8 scales applied)
+     * with the page cache dropped first, then its solves as above. */
+    drop_cache(dir);
+    Time rd = {0, 0}, cf = {0, 0};
+    for (int L = 0; L < nl; L++) {
+        Time g;
+        if (read_layer(m, L, &rd) != AL_OK || fast_layer(m, L, FAST_F32, &g) != AL_OK) return fail("cold float32 route");
+        cf.wall += g.wall; cf.cpu += g.cpu;
+    }
+    cf = (Time){ (cf.wall + rd.wall) / nl, (cf.cpu + rd.cpu) / nl };
+    printf("   --cold, process CPU a layer: the sweep cold %.3f s (warm %.3f s); the float32 route cold, its read and decode of "
+           "the weights from the file included, %.3f s wall (%.3f s CPU, of which reading %.3f)\n", tc[0], tc[1], cf.wall,
+           cf.cpu, rd.cpu / nl);
+    printf("   ratios cold: sweep / float32 route read from the file = %.2f CPU, %.2f wall; sweep cold / float32 route from "
+           "memory = %.2f CPU, %.2f wall\n", tc[0] / cf.cpu, t[0] / cf.wall, tc[0] / f32.cpu, t[0] / f32.wall);
     return 0;
 }
 

@@ -6,7 +6,8 @@
 # of a calibrated session, and `ids FILE`), `convert tpa` (its report and `check`), on Llama (GQA), Qwen3 (QK
 # norms), DeepSeek-V3 (MLA), SmolLM3 (NoPE layers), the hybrids nemotron_h and granitemoehybrid, and Gemma 4
 # (KV-shared layers: the pair's fallback, the two passes one after the other). `check`'s after is `ppl`'s number
-# and its before `ppl source`'s.
+# and its before `ppl source`'s. `check` after `convert mla` (mla_export.c's check_nll, the session's stock layers
+# swapped into the source) likewise, f32 and bf16 modes (main f67e5e9's two-pass lines).
 set -u
 . "$(dirname "$0")/lib_cli.sh"
 cli_setup /tmp/attnlab-cli-ppl-pair shared-cache
@@ -31,6 +32,8 @@ for m in smollm3 nemotron_h granitemoehybrid; do
     lines $m "truncate vo tau 0.99; check ids more.txt; convert tpa kv-rank 1 ppl off; check ids more.txt"
 done
 lines gemma4_text "truncate vo tau 0.99 layers 0-2; check ids more.txt"
+lines demo-llama "$CAL; convert mla kv-rank 16; check; check ids more.txt"
+lines demo-llama-bf16 "set compute bf16; $CAL; convert mla kv-rank 16; check; check ids more.txt"
 H="held out (the validation split of ids.txt, tokens 544-599), windows of 32"
 M="more.txt (given: 1100 tokens), windows of 512"
 cat > want.txt <<EOF2
@@ -50,6 +53,12 @@ nemotron_h: perplexity on 1097 tokens, $M: 434.597 before (source), 436.886 afte
 granitemoehybrid: perplexity on 1097 tokens, $M: 262.925 before (source), 262.927 after (the working copy, in the session) (+0.00%; log 5.57187 -> 5.57188)
 granitemoehybrid: perplexity on 1097 tokens, $M: 262.925 before (source), 262.873 after (the TPA layers swapped in) (-0.02%; log 5.57187 -> 5.57167)
 gemma4_text: perplexity on 1097 tokens, $M: 411.486 before (source), 409.942 after (the working copy, in the session) (-0.38%; log 6.01978 -> 6.01602)
+demo-llama: perplexity on 54 tokens, $H: 453.673 before, 473.707 after (+4.42%; log 6.11738 -> 6.16059), after = the converted layers in memory at its DeepSeek-V3 export's norm eps, run by the forward pass (as \`ppl\` runs it; nothing written)
+demo-llama: perplexity on 54 tokens, $H: 453.673 before (source), 473.707 after (the export, as stock engines run it) (+4.42%; log 6.11738 -> 6.16059)
+demo-llama: perplexity on 1097 tokens, $M: 394.3 before (source), 385.337 after (the export, as stock engines run it) (-2.27%; log 5.97711 -> 5.95412)
+demo-llama-bf16: perplexity on 54 tokens, $H: 453.704 before, 473.793 after (+4.43%; log 6.11745 -> 6.16077), after = the converted layers in memory at its DeepSeek-V3 export's norm eps, run by the forward pass (as \`ppl\` runs it; nothing written)
+demo-llama-bf16: perplexity on 54 tokens, $H: 453.704 before (source), 473.793 after (the export, as stock engines run it) (+4.43%; log 6.11745 -> 6.16077)
+demo-llama-bf16: perplexity on 1097 tokens, $M: 394.292 before (source), 385.296 after (the export, as stock engines run it) (-2.28%; log 5.97709 -> 5.95401)
 EOF2
 ok "the two-pass route's lines" cmp -s got.txt want.txt
 diff want.txt got.txt >&2

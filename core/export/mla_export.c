@@ -1155,14 +1155,30 @@ static int ppl_of(Model *m, AttnLayer *const *over, double eps, const MlaCheckIn
     return rc;
 }
 
+/* ppl_of m without, then with the overrides (at eps), in one pass over its weights (fwd_ppl_pair: the
+ * same numbers bit for bit as the two passes). */
+static int ppl_pair_of(Model *m, AttnLayer *const *over, double eps, const MlaCheckIn *in, FwdPpl *a, FwdPpl *b) {
+    Forward *f = NULL;
+    int rc = fwd_new(m, NULL, &f);
+    if (rc == AL_OK) fwd_set_compute(f, in->compute);
+    if (rc == AL_OK) rc = fwd_ppl_pair(f, (const AttnLayer *const *)over, eps, in->ids, in->n, in->seqlen, a, b);
+    fwd_free(f);
+    return rc;
+}
+
 /* Whole models: the NLL of the text's windows (in->ids; none: no perplexity), the source against
- * the export run as stock (at eps, see ppl_of). */
+ * the export run as stock (at eps, see ppl_of); one pass where the export is the source's model with
+ * the stock layers swapped in (the session's check), two where it is another model (`check DIR`). */
 static int check_nll(Model *src, Model *ex, AttnLayer *const *over, double eps, const MlaCheckIn *in, MlaCheck *c) {
     c->nll_source = c->nll_export = NAN;
     if (!in->ids || in->n < 2) return AL_OK;
     FwdPpl a, b;
-    int rc = ppl_of(src, NULL, 0, in, &a);
-    if (rc == AL_OK) rc = ppl_of(ex, over, eps, in, &b);
+    int rc = AL_OK;
+    if (src == ex && over) rc = ppl_pair_of(src, over, eps, in, &a, &b);
+    else {
+        rc = ppl_of(src, NULL, 0, in, &a);
+        if (rc == AL_OK) rc = ppl_of(ex, over, eps, in, &b);
+    }
     if (rc == AL_INTERRUPTED) return rc;
     if (rc) {
         note(c, "whole-model perplexity not measured: %s", al_errmsg());
