@@ -97,7 +97,7 @@ int probe_encode(Session *s, Model *m, const char *text, const char *file, const
     size_t len;
     if (file && *file && !strcmp(text, "ids")) {
         int rc = encode_ids(s, m, file, tok, ids, n);
-        if (rc == AL_OK && *n < 2) { free(*ids); *ids = NULL; rc = al_err("%s: %s holds %zu id(s); at least 2", verb, file, *n); }
+        if (rc == AL_OK && *n < 2) { free(*ids); *ids = NULL; rc = al_err("%s: %s holds %zu id%s; at least 2", verb, file, *n, al_s(*n)); }
         return rc;
     }
     if (lm_tokenizer(s, m, tok) != AL_OK) return AL_ERR;
@@ -119,7 +119,7 @@ int probe_encode(Session *s, Model *m, const char *text, const char *file, const
     if (rc == AL_OK && *n < 2) {
         free(*ids);
         *ids = NULL;
-        return al_err("%s: the text encodes to %zu token(s); a pattern needs at least 2", verb, *n);
+        return al_err("%s: the text encodes to %zu token%s; a pattern needs at least 2", verb, *n, al_s(*n));
     }
     return rc;
 }

@@ -63,4 +63,7 @@ ok "  it names mkdir -p" has "$out" "mkdir -p /nonexistent-plu-$$/figs"
 ok "  and nothing ran after it" hasnt "$out" "^loaded"
 out=$(e "set plot.dir figs/sub; load demo-llama; plot spectrum vo layer 0 head 0")
 ok "set plot.dir figs/sub (inside the working directory) is accepted [$out]" has "$out" "wrote figs/sub/"
+echo 5 > one.txt
+out=$(e "load demo-llama; plot attention ids one.txt layer 0 head 0")
+ok "plot attention: a file of 1 id [$out]" has "$out" "one.txt holds 1 id; at least 2"
 cli_done
