@@ -67,7 +67,6 @@ static void fit_text(char *dst, size_t cap, const SStats *st) {
     else
         snprintf(dst, cap, "alpha %.3g (tail of %zu from xmin %.3g, KS %.3g)%s", f->alpha, f->n_tail, f->xmin, f->ks,
                  f->alpha < ESD_ALPHA_LO || f->alpha > ESD_ALPHA_HI ? " outside WeightWatcher's 2-6" : "");
-
 }
 
 /* The histogram and fit of sp into e (edges and dens: one allocation the caller frees, *buf);
@@ -108,7 +107,6 @@ int cmd_plot_esd(Session *s, const Args *a, Out *out) {
     fit_text(fit, sizeof fit, &st);
     snprintf(sub, sizeof sub, "%zu x %zu, %zu eigenvalue%s; stable rank %.3g, %s, %zu above the MP edge", st.m, st.n,
              st.fit.n, al_s(st.fit.n), st.stable_rank, fit, st.mp_spikes);
-
     snprintf(auto_name, sizeof auto_name, "%s-esd-%s-L%d-H%d", s->cur->name, KIND_CHOICES[mk], layer, head);
     PlotDest d;
     if (plot_dest_init(s, a, auto_name, &d)) { free(buf); return AL_ERR; }

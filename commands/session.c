@@ -361,7 +361,6 @@ static int setting_parse(Session *s, const Setting *st, const char *value) {
         if (!*value) return al_err("set %s: give a folder (e.g. set %s %s)", k, k, st->example);
         if (al_mkdirs_here(value)) return al_err_ctx("set %s", k);    /* the rule of every command that writes */
         return set_str(FIELD(s, char *, st->off), value);
-
     }
     return al_err("set %s: unknown setting type", k);
 }

@@ -330,7 +330,6 @@ int plot_page_open_design(const PlotOpts *o, PlotPage *pg, int design_w, int des
     if (!o) { memset(pg, 0, sizeof *pg); return al_err("plot: no options given"); }
     plot_ytick_room(0);
     if (panels.active) return panel_page(o, pg, design_w, design_h);
-
     if (view_refuse(view_wants(&o->view), o->view_can, NULL)) { memset(pg, 0, sizeof *pg); return AL_ERR; }
     if (page_start(o, pg, design_w, design_h, 1, 1)) return AL_ERR;
     pladv(0);
@@ -551,7 +550,6 @@ void plot_axis_labels(const PlotOpts *o, const char *dx, const char *dy) {
     const char *ux = plot_xlabel(o), *uy = plot_ylabel(o);
     plmtex("b", 3.0, 0.5, 0.5, ux ? plot_esc(bx, sizeof bx, ux) : dx);
     plmtex("l", ylabel_disp, 0.5, 0.5, uy ? plot_esc(by, sizeof by, uy) : dy);
-
 }
 
 void plot_log_labels(double lo, double hi) {

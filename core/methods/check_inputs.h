@@ -52,6 +52,7 @@ uint64_t ci_digest(int n_layers, int hidden, const double *const *sigma, const d
 /* The same formed as `kind` says (an export's recorded digest is compared in its own kind). */
 uint64_t ci_digest_kind_of(ci_digest_kind kind, int n_layers, int hidden, const double *const *sigma,
                            const double *const *mu);
+/* ci_digest_layer formed as `kind` says. */
 uint64_t ci_digest_layer_kind(ci_digest_kind kind, uint64_t h, int l, int hidden, const double *sigma,
                               const double *mu);
 /* ci_digest one layer at a time: h the previous layer's value (0 before the first layer with a
