@@ -54,6 +54,7 @@
 #include "farr_internal.h"
 #include "fused_core.h"
 #include "gram.h"
+#include "gram_ahead.h"
 #include "gram_bf16.h"
 #include "spectra.h"
 #include "sweep.h"
@@ -482,7 +483,7 @@ static int fast_sweep_layer(Model *m, int L, double tau, Time *sweep, Time *cert
         double w0 = wall(), c0 = cpu();
         /* as farr_state_sweep: the layer's pair read and mapped first (there on a thread, while the
          * layer before computes; here before, its time counted) */
-        gram_prefetch_end(gram_prefetch_start(m, L, farr_shared_kind((farr_kind)k), farr_own_kind((farr_kind)k)), false);
+        gram_prefetch_end(gram_prefetch_start(m, L, farr_shared_kind((farr_kind)k), farr_own_kind((farr_kind)k), NULL), false);
         if (farr_layer_compute_route(m, (farr_kind)k, L, FARR_NO_OFFSET, FARR_ROUTE_RANKS, &l) != AL_OK) return AL_ERR;
         double w1 = wall(), c1 = cpu();
         fast_pair_cpu[k] += c1 - c0;
@@ -651,9 +652,15 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
     print_parts();
     free(ratio);
     if (!cold) return 0;
-    double t[2], tc[2];
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 0) drop_cache(dir);
+    /* three passes: cold through the page cache (the reads as before gram_ahead's direct path), then
+     * warm (the page cache as the first pass left it), then cold again past the page cache (O_DIRECT
+     * into the sweep's own buffers: what a sweep of a cold file now takes) */
+    double t[3], tc[3];
+    const gram_direct how[3] = {GRAM_DIRECT_NEVER, GRAM_DIRECT_AUTO, GRAM_DIRECT_AUTO};
+    size_t lent0 = gram_direct_reads();
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass != 1) drop_cache(dir);
+        gram_direct_set(how[pass]);
         /* as `ranks vo all` then `ranks qk all` sweep: farr_state_sweep, which reads the next
          * layer ahead (gram_prefetch_start) while it computes one */
         FarrState *st = farr_state_new();
@@ -666,8 +673,11 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
         tc[pass] = (cpu() - c0) / nl;
         farr_state_free(st);
     }
+    gram_direct_set(GRAM_DIRECT_AUTO);
     printf("   --cold: the sweeps (farr_state_sweep VO then QK, next layer read ahead) per layer with the page cache "
-           "dropped (posix_fadvise DONTNEED) %.3f s, warm %.3f s (cold / warm %.2f)\n", t[0], t[1], t[0] / t[1]);
+           "dropped (posix_fadvise DONTNEED): read past the page cache (O_DIRECT, %zu tensors) %.3f s, through the "
+           "page cache %.3f s; warm %.3f s (cold / warm %.2f and %.2f)\n", gram_direct_reads() - lent0, t[2], t[0], t[1],
+           t[2] / t[1], t[0] / t[1]);
     /* The float32 route's figures above are from memory (and every head from head 1's block). Cold, it
      * reads the file: every head's four factors read and decoded (gram_read_block, FP8 scales applied)
      * with the page cache dropped first, then its solves as above. */
@@ -679,11 +689,12 @@ static int fast_section(Model *m, const char *dir, int nl, int reps, bool cold) 
         cf.wall += g.wall; cf.cpu += g.cpu;
     }
     cf = (Time){ (cf.wall + rd.wall) / nl, (cf.cpu + rd.cpu) / nl };
-    printf("   --cold, process CPU a layer: the sweep cold %.3f s (warm %.3f s); the float32 route cold, its read and decode of "
-           "the weights from the file included, %.3f s wall (%.3f s CPU, of which reading %.3f)\n", tc[0], tc[1], cf.wall,
-           cf.cpu, rd.cpu / nl);
+    printf("   --cold, process CPU a layer: the sweep cold %.3f s (through the page cache %.3f s; warm %.3f s); the float32 "
+           "route cold, its read and decode of the weights from the file included, %.3f s wall (%.3f s CPU, of which "
+           "reading %.3f)\n", tc[2], tc[0], tc[1], cf.wall, cf.cpu, rd.cpu / nl);
     printf("   ratios cold: sweep / float32 route read from the file = %.2f CPU, %.2f wall; sweep cold / float32 route from "
-           "memory = %.2f CPU, %.2f wall\n", tc[0] / cf.cpu, t[0] / cf.wall, tc[0] / f32.cpu, t[0] / f32.wall);
+           "memory = %.2f CPU, %.2f wall (through the page cache: %.2f CPU, %.2f wall)\n", tc[2] / cf.cpu, t[2] / cf.wall,
+           tc[2] / f32.cpu, t[2] / f32.wall, tc[0] / f32.cpu, t[0] / f32.wall);
     return 0;
 }
 

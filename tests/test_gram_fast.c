@@ -6,11 +6,14 @@
  * small real checkpoints, at several tau, on both kernel paths -- with the share of heads the
  * bound sends back to double small enough to matter; the AMX tiles (test_amx) against the same
  * bound and against the vdpbf16ps kernel, and their float accumulator (test_amx_acc) against its
- * own. */
+ * own; the read-ahead into the page cache (test_prefetch) and past it, lent to the store
+ * (test_direct). */
+#define _GNU_SOURCE
 #include "farr_internal.h"
 #include "testutil.h"
 #include "farr.h"
 #include "gram.h"
+#include "gram_ahead.h"
 #include "gram_bf16.h"
 #include "synth.h"
 
@@ -512,14 +515,21 @@ static void drop_cache(const char *dir) {
     if (d) closedir(d);
 }
 
-static void test_prefetch(void) {
-    char *dir = al_asprintf("%s/ahead", tmp_root);
+/* demo-r1 written with seed into tmp_root/sub (*dir: its path, the caller's) and opened; NULL on failure. */
+static Model *r1_written(const char *sub, unsigned long seed, char **dir) {
     SynthOptions opt;
     Model *m = NULL;
+    *dir = al_asprintf("%s/%s", tmp_root, sub);
     CHECK(synth_demo_name("demo-r1", &opt), "demo-r1 is a demo");
-    opt.seed = 3;
-    if (synth_write(&opt, dir) != AL_OK) CHECK(0, "synth demo-r1: %s", al_errmsg());
-    else CHECK_OK(model_open(dir, &m));
+    opt.seed = seed;
+    if (synth_write(&opt, *dir) != AL_OK) CHECK(0, "synth demo-r1: %s", al_errmsg());
+    else CHECK_OK(model_open(*dir, &m));
+    return m;
+}
+
+static void test_prefetch(void) {
+    char *dir;
+    Model *m = r1_written("ahead", 3, &dir);
     if (!m) { free(dir); return; }
     GramView vo;
     CHECK_OK(gram_view(m, HK_O, 1, 0, PART_ALL, &vo));
@@ -530,7 +540,7 @@ static void test_prefetch(void) {
     size_t n = e->end - e->begin, all = 0;
     drop_cache(dir);
     size_t before = resident(p, n, &all);
-    GramAhead *g = gram_prefetch_start(m, 1, HK_V, HK_O);
+    GramAhead *g = gram_prefetch_start(m, 1, HK_V, HK_O, NULL);
     CHECK(g != NULL, "no read-ahead for layer 1 of demo-r1");
     gram_prefetch_end(g, false);
     size_t after = resident(p, n, &all);
@@ -541,7 +551,107 @@ static void test_prefetch(void) {
     else if (before == all) printf("note: the page cache of %s could not be dropped (tmpfs?): read-ahead not checked\n", dir);
     else CHECK(after == all, "o_proj of layer 1: %zu of %zu pages in the page cache after reading ahead (%zu before)", after,
           all, before);
-    CHECK(gram_prefetch_start(m, m->cfg.n_layers + 3, HK_V, HK_O) == NULL, "read-ahead of a layer that is not there");
+    CHECK(gram_prefetch_start(m, m->cfg.n_layers + 3, HK_V, HK_O, NULL) == NULL, "read-ahead of a layer that is not there");
+    gram_view_clear(&vo);
+    model_free(m);
+    free(dir);
+}
+
+/* gram_ahead's reads past the page cache: O_DIRECT into a sweep's own buffer, lent to the store
+ * (store_bytes answers with the copy, byte for byte the file's, from a tensor offset that is not a
+ * multiple of the page), then taken back; the Grams from the copy equal those from the mapping bit
+ * for bit; a stopped read lends nothing; and a whole sweep read so (VO and QK) gives the spectra of
+ * one read through the page cache, every value. Skipped where the file system refuses O_DIRECT. */
+static bool direct_ok(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECT);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+static int gram_all_heads(Model *m, int layer, double *G, size_t kk) {
+    GramScratch *scr = gram_scratch_new();
+    int rc = scr ? AL_OK : AL_ERR;
+    for (int h = 0; rc == AL_OK && h < m->cfg.n_heads; h++) {
+        GramView v;
+        double err;
+        if ((rc = gram_view(m, HK_O, layer, h, PART_ALL, &v)) != AL_OK) break;
+        rc = gram_view_k(&v) * gram_view_k(&v) == kk ? gram_compute_fast(m->store, &v, scr, G + (size_t)h * kk, &err) : AL_ERR;
+        gram_view_clear(&v);
+    }
+    gram_scratch_free(scr);
+    return rc;
+}
+
+static int sweep_spectra(Model *m, gram_direct how, double *out, size_t n) {
+    FarrState *st = farr_state_new();
+    size_t at = 0;
+    gram_direct_set(how);
+    for (int k = 0; k < 2 && st; k++) {
+        FarrQuery q = { .m = m, .kind = (farr_kind)k, .lo = 0, .hi = m->cfg.n_layers - 1, .offset = FARR_NO_OFFSET };
+        CHECK_OK(farr_state_sweep(st, &q));
+        for (int L = 0; L < m->cfg.n_layers; L++) {
+            const FarrLayer *l = farr_state_get_layer(st, m, (farr_kind)k, L, FARR_NO_OFFSET);
+            for (int h = 0; l && h < l->n_heads; h++)
+                for (size_t i = 0; i < l->fused[h]->p && at + 2 <= n; i++) {
+                    out[at++] = l->fused[h]->sigma[i];
+                    out[at++] = l->a[h]->sigma[i];
+                }
+        }
+    }
+    gram_direct_set(GRAM_DIRECT_AUTO);
+    farr_state_free(st);
+    return (int)at;
+}
+
+static void test_direct(void) {
+    char *dir;
+    Model *m = r1_written("direct", 4, &dir);
+    GramView vo = {0};
+    const st_entry *e;
+    const st_file *sf = NULL;
+    if (m) CHECK_OK(gram_view(m, HK_O, 1, 0, PART_ALL, &vo));
+    if (m) CHECK_OK(store_entry(m->store, vo.tensor, &e, &sf));
+    if (!sf || !direct_ok(st_path(sf))) {
+        if (sf) printf("note: %s refuses O_DIRECT (tmpfs?): reads past the page cache not checked\n", dir);
+        gram_view_clear(&vo);
+        model_free(m);
+        free(dir);
+        return;
+    }
+    size_t n = e->end - e->begin, kk = (size_t)gram_view_k(&vo) * gram_view_k(&vo), H = (size_t)m->cfg.n_heads;
+    bool ok;
+    CHECK(st_file_offset(sf, e, &ok) % 4096 != 0 && ok, "layer 1's o_proj lies at a file offset off the page (%zu)",
+          st_file_offset(sf, e, &ok));
+    double *G0 = calloc(H * kk, sizeof *G0), *G1 = calloc(H * kk, sizeof *G1);
+    CHECK_OK(gram_all_heads(m, 1, G0, kk));
+    GramSlots *slots = gram_slots_new(GRAM_DIRECT_ALWAYS);
+    size_t lent = gram_direct_reads();
+    GramAhead *g = gram_prefetch_start(m, 1, HK_V, HK_O, slots);
+    CHECK(g != NULL, "a read of layer 1");
+    gram_prefetch_wait(g);
+    const uint8_t *copy = store_bytes(m->store, vo.tensor, e, sf);
+    CHECK(gram_direct_reads() == lent + 2, "V's and O's tensors lent (%zu)", gram_direct_reads() - lent);
+    CHECK(copy != st_data(sf, e) && memcmp(copy, st_data(sf, e), n) == 0, "the lent o_proj is the file's bytes");
+    CHECK_OK(gram_all_heads(m, 1, G1, kk));
+    CHECK(memcmp(G0, G1, H * kk * sizeof *G0) == 0, "the Grams from the lent copy equal the mapping's bit for bit");
+    gram_prefetch_end(g, false);
+    CHECK(store_bytes(m->store, vo.tensor, e, sf) == st_data(sf, e), "the loan taken back at the end");
+    lent = gram_direct_reads();
+    g = gram_prefetch_start(m, 1, HK_V, HK_O, slots);
+    gram_prefetch_end(g, true);
+    CHECK(gram_direct_reads() == lent && store_bytes(m->store, vo.tensor, e, sf) == st_data(sf, e),
+          "a read ended unwaited lends nothing");
+    gram_slots_free(slots);
+    size_t cap = 1 << 20;
+    double *a = calloc(cap, sizeof *a), *b = calloc(cap, sizeof *b);
+    lent = gram_direct_reads();
+    int na = sweep_spectra(m, GRAM_DIRECT_ALWAYS, a, cap);
+    size_t took = gram_direct_reads() - lent;
+    int nb = sweep_spectra(m, GRAM_DIRECT_NEVER, b, cap);
+    CHECK(took >= 2 * (size_t)m->cfg.n_layers, "the sweep read past the page cache (%zu tensors lent)", took);
+    CHECK(na > 0 && na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0,
+          "the sweep's spectra read past the page cache equal those read through it (%d and %d values)", na, nb);
+    free(a); free(b); free(G0); free(G1);
     gram_view_clear(&vo);
     model_free(m);
     free(dir);
@@ -682,6 +792,7 @@ int main(void) {
     }
     test_state();
     test_prefetch();
+    test_direct();
     test_real_models();
     test_r1_shape();
     return check_done();

@@ -8,6 +8,7 @@
 #include "fused_core.h"
 #include "attn_eval.h"
 #include "gram.h"
+#include "gram_ahead.h"
 #include "layersel.h"
 #include "pad.h"
 #include "pool.h"
@@ -1537,12 +1538,12 @@ int farr_state_layer(FarrState *st, Model *m, farr_kind kind, int layer, int off
     return state_layer(st, m, kind, layer, offset, true, false, out);
 }
 
-/* The next uncached layer `layer` of the sweep's range read and mapped on a thread
- * (gram_prefetch_start); NULL past q->hi or when cached. */
-static GramAhead *sweep_ahead(FarrState *st, const FarrQuery *q, int layer) {
+/* The next uncached layer `layer` of the sweep's range read on a thread (gram_prefetch_start: into
+ * one of slots where its pages are not in the page cache); NULL past q->hi or when cached. */
+static GramAhead *sweep_ahead(FarrState *st, const FarrQuery *q, int layer, GramSlots *slots) {
     layer = layersel_next(&q->m->cfg, layer, q->hi);
     if (layer > q->hi || cache_find(st, q->m, q->kind, layer, q->offset)) return NULL;
-    return gram_prefetch_start(q->m, layer, farr_shared_kind(q->kind), farr_own_kind(q->kind));
+    return gram_prefetch_start(q->m, layer, farr_shared_kind(q->kind), farr_own_kind(q->kind), slots);
 }
 
 int farr_state_sweep(FarrState *st, const FarrQuery *q) {
@@ -1550,17 +1551,21 @@ int farr_state_sweep(FarrState *st, const FarrQuery *q) {
     int lo = q->lo, hi = q->hi;
     if (hi >= lo && layersel_range(c, farr_fused_name(q->kind), &lo, &hi, NULL, 0) != AL_OK) return AL_ERR;
     int N = layersel_count(c, lo, hi), rc = AL_OK, i = 0;
-    GramAhead *ahead = sweep_ahead(st, q, lo);
+    GramSlots *slots = gram_slots_new(gram_direct_get());
+    GramAhead *ahead = sweep_ahead(st, q, lo, slots);
     for (int L = lo; L <= hi && rc == AL_OK; L = layersel_next(c, L + 1, hi), i++) {
         if (al_interrupted()) { rc = AL_INTERRUPTED; break; }
         al_progress("layer", (size_t)i, (size_t)N);
         /* this layer's reads done (they ran while the last one computed), the next one's begin */
-        gram_prefetch_end(ahead, false);
-        ahead = sweep_ahead(st, q, L + 1);
+        GramAhead *now = ahead;
+        gram_prefetch_wait(now);
+        ahead = sweep_ahead(st, q, L + 1, slots);
         const FarrLayer *l;
         rc = state_layer(st, q->m, q->kind, L, q->offset, false, q->ranks_only, &l);
+        gram_prefetch_end(now, false);
     }
     gram_prefetch_end(ahead, true);
+    gram_slots_free(slots);
     if (rc == AL_OK) al_progress("layer", (size_t)N, (size_t)N);
     return rc;
 }

@@ -11,11 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 /* Doubles per chunk: 512 KB, half of a core's L2 on these machines; a multiple of 128 rows of a
  * 128-wide head, so FP8 scale blocks are never split. */
@@ -75,7 +70,7 @@ static int tensor_open(const Store *st, const char *name, Tensor2 *t) {
     t->name = name;
     t->dtype = e->dtype;
     t->esize = dt_size(e->dtype);
-    t->data = st_data(f, e);
+    t->data = store_bytes(st, name, e, f);     /* a sweep's own copy (gram_ahead.h), or the mapping */
     if (e->dtype != DT_F8_E4M3) return AL_OK;
     if (store_fp8_rscale(st, name, t->rows, &t->rscale) != AL_OK || t->rscale) return t->rscale ? AL_OK : AL_ERR;
     const void *scale = NULL;
@@ -486,80 +481,3 @@ int gram_compute_fast_many(const Store *st, const GramView *v, size_t nv, GramSc
 
 bool gram_fast_pays(void) { return gbf_path_now() == GBF_BF16; }
 
-/* ================================================================ readahead */
-
-/* Bytes per madvise call of the reading thread: the reads stop within one step when asked. */
-#define GRAM_AHEAD_STEP ((size_t)8 << 20)
-
-struct GramAhead {
-    pthread_t thread;
-    atomic_bool stop;
-    const Store *store;
-    char *name[2];           /* the pair's tensors (NULL: none, or the same tensor as name[0]) */
-};
-
-/* Tensor `name`'s bytes, page-aligned: asking the store for its file fetches them first on a
- * model streamed from the Hub (store.h), so that transfer too runs while the last layer computes. */
-static bool ahead_span(const Store *st, const char *name, char **addr, size_t *len) {
-    const st_entry *e;
-    const st_file *sf;
-    if (store_entry(st, name, &e, &sf) != AL_OK || e->end <= e->begin) return false;
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)st_data(sf, e), hi = lo + (e->end - e->begin);
-    lo -= lo % pg;
-    *addr = (char *)lo;
-    *len = hi - lo;
-    return true;
-}
-
-/* The thread: MADV_POPULATE_READ a step at a time -- reads what is not in the page cache and maps
- * it into the page tables, so the sweep's workers neither wait on the disk nor take ~2000 page
- * faults per R1 layer (a third of their system time). A kernel older than 5.14 lacks it (EINVAL):
- * then MADV_WILLNEED (reads ahead, maps nothing). */
-static void *ahead_thread(void *ud) {
-    GramAhead *g = ud;
-    int advice = MADV_POPULATE_READ;
-    for (int f = 0; f < 2; f++) {
-        char *addr = NULL;
-        size_t len = 0;
-        if (!g->name[f] || atomic_load(&g->stop) || !ahead_span(g->store, g->name[f], &addr, &len)) continue;
-        for (size_t o = 0; o < len && !atomic_load(&g->stop); o += GRAM_AHEAD_STEP) {
-            size_t n = len - o < GRAM_AHEAD_STEP ? len - o : GRAM_AHEAD_STEP;
-            if (madvise(addr + o, n, advice) != 0 && errno == EINVAL && advice != MADV_WILLNEED) {
-                advice = MADV_WILLNEED;
-                madvise(addr + o, n, advice);
-            }
-        }
-    }
-    return NULL;
-}
-
-GramAhead *gram_prefetch_start(const Model *m, int layer, head_kind a, head_kind b) {
-    const head_kind kinds[2] = {a, b};
-    GramAhead *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
-    atomic_init(&g->stop, false);
-    g->store = m->store;
-    for (int f = 0; f < 2; f++) {
-        GramView v;
-        if (gram_view(m, kinds[f], layer, 0, PART_ALL, &v) != AL_OK &&
-            gram_view(m, kinds[f], layer, 0, PART_NOPE, &v) != AL_OK)
-            continue;
-        /* one tensor holding both (GPT-2's c_attn: Q and K) is read once */
-        if (store_has(m->store, v.tensor) && (f == 0 || !g->name[0] || strcmp(g->name[0], v.tensor))) g->name[f] = strdup(v.tensor);
-        gram_view_clear(&v);
-    }
-    if ((!g->name[0] && !g->name[1]) || pthread_create(&g->thread, NULL, ahead_thread, g) != 0) {
-        free(g->name[0]); free(g->name[1]); free(g);
-        return NULL;
-    }
-    return g;
-}
-
-void gram_prefetch_end(GramAhead *g, bool stop) {
-    if (!g) return;
-    if (stop) atomic_store(&g->stop, true);
-    pthread_join(g->thread, NULL);
-    free(g->name[0]);
-    free(g->name[1]);
-    free(g);
-}

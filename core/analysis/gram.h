@@ -62,17 +62,6 @@ size_t gram_many_passes(void);
  * fast route is faster than the double one. */
 bool gram_fast_pays(void);
 
-/* Reads the tensors of `layer` that views of kinds a and b read (a VO sweep: V and O; a QK sweep:
- * Q and K) into the page cache and this process's page tables, on a thread of its own, so that a
- * sweep reads and maps the next layer while it computes this one. Only the pair's tensors: a
- * `ranks vo` that also read q_proj would read 2.3 GB more of an R1 checkpoint for nothing. NULL
- * when there is nothing to read or no thread to be had (the sweep then faults its pages in: slower,
- * same result). gram_prefetch_end waits for the reads (stop: cuts them short) and frees g (NULL:
- * nothing); call it before the model goes. */
-typedef struct GramAhead GramAhead;
-GramAhead *gram_prefetch_start(const Model *m, int layer, head_kind a, head_kind b);
-void gram_prefetch_end(GramAhead *g, bool stop);
-
 /* Dequantizes rows [r0, r0+nr) x cols [c0, c0+nc) of a stored 2-D tensor into dst (nr x nc,
  * row-major, leading dim ld) as double: exactly the float32 values store_read gives, widened. */
 int gram_read_block(const Store *st, const char *name, size_t r0, size_t nr, size_t c0, size_t nc, double *dst,

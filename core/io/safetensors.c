@@ -54,6 +54,7 @@ struct st_file {
     size_t size;
     size_t data_off;          /* 8 + header length */
     bool owns_map;            /* st_open'ed (munmap on close) vs st_parse_buffer'ed */
+    bool file_map;            /* the map is the file at path from its first byte (st_open) */
     st_entry *entries;        /* sorted by begin */
     size_t n;
     size_t *by_name;          /* indices sorted by name */
@@ -553,6 +554,7 @@ int st_open(const char *path, st_file **out) {
     }
     if (!map) (*out)->map = NULL;
     (*out)->owns_map = map != NULL;
+    (*out)->file_map = map != NULL;
     return AL_OK;
 }
 
@@ -585,6 +587,11 @@ const st_entry *st_find(const st_file *f, const char *name) {
 }
 
 const void *st_data(const st_file *f, const st_entry *e) { return f->map + f->data_off + e->begin; }
+
+size_t st_file_offset(const st_file *f, const st_entry *e, bool *ok) {
+    *ok = f->file_map;
+    return f->file_map ? f->data_off + e->begin : 0;
+}
 
 const char *st_meta(const st_file *f, const char *key) {
     for (size_t i = f->n_meta; i-- > 0;)                /* the last of a repeated key, as serde keeps it */

@@ -38,6 +38,9 @@ const st_entry *st_entry_at(const st_file *f, size_t i);   /* sorted by data off
 const st_entry *st_find(const st_file *f, const char *name);
 /* Pointer to the entry's bytes inside the mapping (valid until st_close). */
 const void *st_data(const st_file *f, const st_entry *e);
+/* The entry's bytes' offset in the file at st_path (0 with *ok false where the image is not that
+ * file mapped: st_parse_buffer's and st_wrap's). */
+size_t st_file_offset(const st_file *f, const st_entry *e, bool *ok);
 /* Value of a string in "__metadata__", or NULL. */
 const char *st_meta(const st_file *f, const char *key);
 /* Number of "__metadata__" strings (0: none, or no "__metadata__"). */

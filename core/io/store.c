@@ -26,6 +26,7 @@ typedef struct {
     float *rscale;            /* compressed-tensors FP8: its per-row scales widened (owned; under warn_mu) */
     float *bscale;            /* FP8 block scales stored BF16 / E8M0, widened to F32 (owned; under warn_mu) */
     bool bscale_checked;      /* its FP8 block scales were all found finite (under warn_mu) */
+    const void *lent;         /* a copy of its bytes held elsewhere (store_lend), or NULL: the mapping */
 } store_item;
 
 static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -277,6 +278,17 @@ int store_entry(const Store *s, const char *name, const st_entry **e, const st_f
     if (f && s->remote && hub_remote_ensure(s->remote, st_path(it->f), it->e->begin, it->e->end, name) != AL_OK)
         return AL_ERR;
     return AL_OK;
+}
+
+void store_lend(const Store *s, const char *name, const void *bytes) {
+    store_item *it = (store_item *)find_item(s, name);
+    if (it) __atomic_store_n(&it->lent, bytes, __ATOMIC_RELEASE);
+}
+
+const void *store_bytes(const Store *s, const char *name, const st_entry *e, const st_file *f) {
+    const store_item *it = find_item(s, name);
+    const void *lent = it && it->e == e ? __atomic_load_n(&it->lent, __ATOMIC_ACQUIRE) : NULL;
+    return lent ? lent : st_data(f, e);
 }
 
 bool store_local_bytes(const Store *s, uint64_t *local, uint64_t *total) {

@@ -28,6 +28,13 @@ const char *store_name_at(const Store *s, size_t i);        /* sorted by name */
 bool store_has(const Store *s, const char *name);
 /* The entry and its file; error naming the tensor (and the shards searched) when missing. */
 int store_entry(const Store *s, const char *name, const st_entry **e, const st_file **f);
+/* Lends tensor `name` (its own entry, not an FP4 alias) a copy of its bytes held elsewhere: a
+ * sweep's buffer, read from the file past the page cache (gram_ahead.h). store_bytes answers with
+ * it until it is lent NULL; the lender keeps it alive and unchanged until then, and lends and takes
+ * it back only while no other thread reads the tensor. */
+void store_lend(const Store *s, const char *name, const void *bytes);
+/* The bytes of entry e (of file f) of tensor `name`: the lent copy, else the mapping (st_data). */
+const void *store_bytes(const Store *s, const char *name, const st_entry *e, const st_file *f);
 /* Shape as a 2-D matrix (1-D tensors are 1 x n); error if ndim > 2. */
 int store_shape2(const Store *s, const char *name, size_t *rows, size_t *cols);
 /* The whole tensor as float32 (dequantized). Warns (al_warn) when it holds NaN/Inf. */
