@@ -25,7 +25,9 @@
  *      timed in the same rounds on the vdpbf16ps kernel, AMX off, with its ratio); the parts of the
  *      float32 route and the floor per layer, VO and QK (Grams, Cholesky + fused cores, eigen-solves;
  *      thread CPU time) and the fast sweep's CPU per pair; --cold also sweeps every layer with the checkpoint's page cache dropped
- *      (posix_fadvise DONTNEED) and then warm. --fast-only runs section 5 alone.
+ *      (posix_fadvise DONTNEED) through the page cache, then warm, then cold again read past it (gram_ahead.h:
+ *      O_DIRECT into the sweep's buffers, what a cold sweep takes), and the float32 route reading the file cold.
+ *      --fast-only runs section 5 alone.
  * The first line says which OpenBLAS kernels run (blas_arch.h: attnlab's choice; OPENBLAS_CORETYPE=Prescott
  * gives the library's fallback on a CPU its table does not know, the kernels before s12).
  * Every parallel part runs on al_threads() workers with one BLAS thread each. The machine may be

@@ -153,6 +153,10 @@ static double resident(const GramAhead *g) {
 /* Reads [off, off + len) of path into dst with O_DIRECT, whole pages from the page below off:
  * dst + off % DIRECT_ALIGN holds the bytes. False on any failure or a stop. */
 static bool read_direct(GramAhead *g, const char *path, size_t off, size_t len, uint8_t *dst) {
+#ifndef O_DIRECT
+    (void)g; (void)path; (void)off; (void)len; (void)dst;
+    return false;                        /* no O_DIRECT here: the page cache */
+#else
     int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     if (fd < 0) return false;
     size_t lo = off - off % DIRECT_ALIGN, hi = off + len, at = lo;
@@ -167,6 +171,7 @@ static bool read_direct(GramAhead *g, const char *path, size_t off, size_t len, 
     }
     close(fd);
     return at >= hi && !atomic_load(&g->stop);
+#endif
 }
 
 /* The pair into g's slot, each tensor from the page below it; false (nothing lent) on any failure. */
