@@ -5,6 +5,7 @@
  * Everything that would make PLplot prompt on stdin or exit -- no device, a missing folder, an
  * unwritable file -- is checked here before plinit and reported through al_err. Files are
  * written under a temporary name in the target folder and renamed into place when complete. */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -472,8 +473,10 @@ static double fit_rel(const char *s, double rel) {
 #define SUBTITLE_MIN_REL 0.82   /* below this a long subtitle wraps onto a second line instead */
 
 /* The subtitle as printed: escaped into l1 (and l2, "" when it fits one line) at *rel. A subtitle
- * that would shrink below SUBTITLE_MIN_REL breaks at the "; " (else the space) nearest its middle.
- * Returns the number of lines (0 without a subtitle). */
+ * that would shrink below SUBTITLE_MIN_REL breaks outside parentheses -- "no fit (6 eigenvalues; it
+ * needs 10)" stays whole -- after the "; " nearest its middle, else after such a ", " (not one in a
+ * list of numbers: "layers 1, 4"), else at such a space; else at any space. Returns the number of
+ * lines (0 without a subtitle). */
 static int subtitle_lines(const PlotOpts *o, char *l1, char *l2, size_t cap, double *rel) {
     l1[0] = l2[0] = 0;
     if (!o->subtitle) return 0;
@@ -481,15 +484,20 @@ static int subtitle_lines(const PlotOpts *o, char *l1, char *l2, size_t cap, dou
     *rel = fit_rel(l1, 0.95);
     if (*rel >= SUBTITLE_MIN_REL) return 1;
     size_t n = strlen(l1), best = 0;
-    for (int pass = 0; pass < 2 && !best; pass++)
-        for (size_t i = 1; i + 1 < n; i++) {
-            bool at = pass == 0 ? (l1[i] == ';' && l1[i + 1] == ' ') : l1[i] == ' ';
+    for (int pass = 0; pass < 4 && !best; pass++)
+        for (size_t i = 1, depth = 0; i + 1 < n; i++) {
+            depth += l1[i] == '(';
+            depth -= l1[i] == ')' && depth > 0;
+            bool at = l1[i + 1] == ' ' && !depth &&
+                      (pass == 0 ? l1[i] == ';' : pass == 1 ? l1[i] == ',' && !isdigit((unsigned char)l1[i + 2]) : false);
+            if (pass >= 2) at = l1[i] == ' ' && (pass == 3 || !depth);
             if (at && (!best || (i > n / 2 ? i - n / 2 : n / 2 - i) < (best > n / 2 ? best - n / 2 : n / 2 - best)))
                 best = i;
         }
     if (!best) return 1;
-    snprintf(l2, cap, "%s", l1 + best + (l1[best] == ';' ? 2 : 1));
-    l1[best + (l1[best] == ';' ? 1 : 0)] = 0;
+    bool punct = l1[best] != ' ';                  /* kept at the end of the first line */
+    snprintf(l2, cap, "%s", l1 + best + (punct ? 2 : 1));
+    l1[best + punct] = 0;
     double r1 = fit_rel(l1, 0.95), r2 = fit_rel(l2, 0.95);
     *rel = r1 < r2 ? r1 : r2;
     return 2;

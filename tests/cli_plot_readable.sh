@@ -12,7 +12,8 @@
 #   not row positions; compare names the layers it leaves out;
 # - plot attention says which axis is queries and which keys; key-norms shows its y label once,
 #   whole (it once printed two halves of it over each other); esd's log x axis of less than a
-#   decade has numbers (PLplot labels only the decades).
+#   decade has numbers (PLplot labels only the decades), and its subtitle, too long for one line,
+#   wraps outside its parentheses ("no power-law fit (6 eigenvalues; it needs 10)" stays whole).
 # stdin is /dev/null throughout.
 set -u
 . "$(dirname "$0")/lib_cli.sh"
@@ -78,5 +79,11 @@ ok "key-norms: the y label once, whole" test "$(grep -cx 'RMS key (real above, i
 ok "key-norms: no half labels drawn over each other" hasnt "$kn" "(Re)"
 ok "esd: the x axis of under a decade has numbers (0.02 0.03 0.04)" \
     test "$(svg_texts esd.svg | grep -x '0.0[234]' | tr '\n' ' ')" = "0.02 0.03 0.04 "
+run -e "load demo-llama; plot esd vo layer 1 head 0 to esd-wrap.svg"
+ew=$(svg_texts esd-wrap.svg)
+ok "esd: the long subtitle wraps at a clause [$(grep 'power-law' <<<"$ew")]" \
+    grep -qx "stable rank 6, no power-law fit (6 eigenvalues; it needs 10), 0 above the MP edge" <<<"$ew"
+ok "esd: no line of the subtitle ends inside a parenthesis [$(grep 'power-law' <<<"$ew")]" \
+    test "$(python3 -c 'import sys; print(sum(l.count("(") != l.count(")") for l in sys.stdin))' <<<"$ew")" = 0
 
 cli_done

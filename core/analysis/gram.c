@@ -1,6 +1,6 @@
-/* gram.c -- Gram matrices of per-head factors straight from a checkpoint's mapping: head views
- * as blocks of stored tensors, dequantization fused into a cache-sized chunk, dsyrk accumulation
- * in double. Owns nothing global. See gram.h. */
+/* gram.c -- Gram matrices of per-head factors straight from a checkpoint's mapping (or the copy of
+ * a tensor a cold sweep lent the store: gram_ahead.h): head views as blocks of stored tensors,
+ * dequantization fused into a cache-sized chunk, dsyrk accumulation in double. See gram.h. */
 #define _GNU_SOURCE
 #include "gram.h"
 #include "gram_bf16.h"
