@@ -472,11 +472,21 @@ static double fit_rel(const char *s, double rel) {
 #define LEGEND_GAP_EM 0.7        /* legend above the data: its gap to the frame, in characters */
 #define SUBTITLE_MIN_REL 0.82   /* below this a long subtitle wraps onto a second line instead */
 
+/* Whether a subtitle may break at s[i] in pass `pass` (depth: the parentheses open there): after a
+ * "; " outside parentheses (pass 0), else after such a ", " not in a list of numbers ("layers 1, 4";
+ * pass 1), else at such a space (2), else at any space (3). */
+static bool subtitle_break(const char *s, size_t i, size_t depth, int pass) {
+    if (pass == 3) return s[i] == ' ';
+    if (depth) return false;
+    if (pass == 2) return s[i] == ' ';
+    if (s[i + 1] != ' ') return false;
+    return pass == 0 ? s[i] == ';' : s[i] == ',' && !isdigit((unsigned char)s[i + 2]);
+}
+
 /* The subtitle as printed: escaped into l1 (and l2, "" when it fits one line) at *rel. A subtitle
- * that would shrink below SUBTITLE_MIN_REL breaks outside parentheses -- "no fit (6 eigenvalues; it
- * needs 10)" stays whole -- after the "; " nearest its middle, else after such a ", " (not one in a
- * list of numbers: "layers 1, 4"), else at such a space; else at any space. Returns the number of
- * lines (0 without a subtitle). */
+ * that would shrink below SUBTITLE_MIN_REL breaks at the first pass's place (subtitle_break) nearest
+ * its middle: "no fit (6 eigenvalues; it needs 10)" stays whole. Returns the number of lines (0
+ * without a subtitle). */
 static int subtitle_lines(const PlotOpts *o, char *l1, char *l2, size_t cap, double *rel) {
     l1[0] = l2[0] = 0;
     if (!o->subtitle) return 0;
@@ -488,10 +498,8 @@ static int subtitle_lines(const PlotOpts *o, char *l1, char *l2, size_t cap, dou
         for (size_t i = 1, depth = 0; i + 1 < n; i++) {
             depth += l1[i] == '(';
             depth -= l1[i] == ')' && depth > 0;
-            bool at = l1[i + 1] == ' ' && !depth &&
-                      (pass == 0 ? l1[i] == ';' : pass == 1 ? l1[i] == ',' && !isdigit((unsigned char)l1[i + 2]) : false);
-            if (pass >= 2) at = l1[i] == ' ' && (pass == 3 || !depth);
-            if (at && (!best || (i > n / 2 ? i - n / 2 : n / 2 - i) < (best > n / 2 ? best - n / 2 : n / 2 - best)))
+            if (subtitle_break(l1, i, depth, pass) &&
+                (!best || (i > n / 2 ? i - n / 2 : n / 2 - i) < (best > n / 2 ? best - n / 2 : n / 2 - best)))
                 best = i;
         }
     if (!best) return 1;

@@ -6,8 +6,8 @@
  * them with O_DIRECT into one of the sweep's own two buffers (GramSlots: this layer's and the next
  * one's) and gram_prefetch_wait lends them to the store (store_lend), so the layer's Grams read
  * memory that is used again layer after layer: a page-cache page just filled costs the sweep's
- * packers ~2x to touch first on this machine, and filling it costs CPU besides (bench/README.md,
- * "The sweep cold"). The bytes are the file's either way: the results are the same.
+ * packers ~2x to touch first on this machine (bench/README.md, "The integrator's idle runs (s16)").
+ * The bytes are the file's either way: the results are the same.
  *
  * A file system without O_DIRECT (tmpfs), a failed read, or a pair larger than an eighth of the
  * memory falls back to the page cache. Reads past the page cache leave nothing in it: a later
